@@ -1,0 +1,331 @@
+// Package conf reads nsca.cfg with the rules of stock nsca 2.10 and checks
+// every option before the daemon starts, so that an operator's existing file
+// keeps working and a mistake is reported with its file and line instead of
+// surfacing later as a daemon that silently serves nobody.
+//
+// Every option is one row of a table (options.go); parsing, defaults,
+// validation, Dump and Options all read that table, so adding an option is
+// adding a row and a Config field.
+package conf
+
+import (
+	_ "embed" // for the built-in default configuration
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Sentinel errors, wrapped by every error this package returns, so that
+// callers can tell a typo in a name from a bad value with errors.Is.
+var (
+	// ErrSyntax: a line that is not name=value, or has an empty value.
+	ErrSyntax = errors.New("syntax error")
+	// ErrUnknownOption: a name that is not in the option table. Stock refuses
+	// these too, so a file that starts stock starts us.
+	ErrUnknownOption = errors.New("unknown option")
+	// ErrBadValue: a value that does not parse or is out of range.
+	ErrBadValue = errors.New("bad value")
+	// ErrConflict: options that are each valid but do not work together
+	// (reported by Validate).
+	ErrConflict = errors.New("conflicting options")
+)
+
+// EmbeddedFile is the file name Embedded reports in Config.File, warnings and
+// errors, so log lines say which configuration the daemon runs on.
+const EmbeddedFile = "default.cfg (built in)"
+
+// MaxPasswordLen is stock's limit: its password buffer holds 511 bytes and a
+// NUL, and send_nsca has the same buffer, so a longer one could never match.
+const MaxPasswordLen = 511
+
+// Config is the effective configuration: the defaults, overridden by what
+// the file sets. Field comments give the option name; Options() documents
+// each option's default and meaning.
+type Config struct {
+	// File is the name the configuration was parsed from, for messages.
+	File string
+
+	// Options of stock nsca 2.10.
+
+	PidFile            string // pid_file
+	ServerPort         int    // server_port
+	ServerAddress      string // server_address; "" = all addresses
+	User               string // nsca_user
+	Group              string // nsca_group
+	Chroot             string // nsca_chroot
+	Debug              bool   // debug
+	CommandFile        string // command_file
+	AlternateDumpFile  string // alternate_dump_file
+	AggregateWrites    bool   // aggregate_writes
+	AppendToFile       bool   // append_to_file
+	MaxPacketAge       int    // max_packet_age, seconds
+	Password           string // password, verbatim (trailing blanks included)
+	DecryptionMethod   int    // decryption_method, see MethodByNumber
+	LogFacility        string // log_facility, a syslog facility name
+	CheckResultPath    string // check_result_path
+	StrictModeSpoofing bool   // strict_mode_spoofing
+
+	// Options of the C++ nsca_fast this project replaces.
+
+	DecryptionMode          int  // decryption_mode: 0 instance per connection, 1 per goroutine
+	Workers                 int  // nsca_workers
+	ThreadsPerWorker        int  // nsca_threads_per_worker; 0 = number of CPUs
+	MaxChecksPerConnection  int  // max_checks_per_connection; 0 = unlimited
+	MaxPacketAgeEnabled     bool // max_packet_age_enabled
+	CheckResultPathMaxFiles int  // check_result_path_max_files; 0 = no cap
+	DirStats                bool // dir_stats, accepted and ignored
+
+	// Options new in this project.
+
+	ConnectionTimeout int    // connection_timeout, seconds
+	MaxConnections    int    // max_connections; 0 = sized for the machine
+	ReaderThreads     int    // reader_threads
+	QueueSize         int    // queue_size
+	AllowedHosts      string // allowed_hosts; "" = everyone, see AllowedPrefixes
+	SpoolFileMode     uint32 // spool_file_mode, permission bits
+
+	// Lines maps an option name to the line that last set it, so that
+	// Validate and the daemon can point at the line to fix.
+	Lines map[string]int
+	// Warnings are problems that do not stop the daemon, each prefixed with
+	// "conf: file:line: ", for the caller to log.
+	Warnings []string
+}
+
+//go:embed default.cfg
+var embedded []byte
+
+// Default returns a Config holding every option's default and nothing else.
+func Default() *Config {
+	c := &Config{Lines: map[string]int{}}
+	for _, o := range options {
+		if err := o.kind.set(c, o.def); err != nil {
+			// The table is wrong: a build bug that the tests catch.
+			panic(fmt.Sprintf("conf: default of %s: %v", o.name, err))
+		}
+	}
+	return c
+}
+
+// Load reads and parses the file at path. Besides Parse's warnings it warns
+// when the file holds a password and every user may read it. It does not
+// call Validate, so that command-line overrides can be applied first.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("conf: cannot read config file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("conf: cannot read config file: %w", err)
+	}
+	c, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && c.Password != "" && fi.Mode().Perm()&0o004 != 0 {
+		c.warnf(c.Lines["password"], "password: the file is readable by every user (mode %04o); "+
+			"remove read permission for others so only the daemon's user can read the password",
+			fi.Mode().Perm())
+	}
+	return c, nil
+}
+
+// Parse reads a configuration in nsca.cfg syntax from data; file names it in
+// messages. It returns the first error, as stock does. It does not call
+// Validate, so that command-line overrides can be applied first.
+func Parse(file string, data []byte) (*Config, error) {
+	c := Default()
+	c.File = file
+	for i, line := range strings.Split(string(data), "\n") {
+		n := i + 1
+		// Only a '#' in the first column starts a comment, as in stock: a
+		// '#' anywhere else may be part of a password.
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if line == "\r" {
+			// Stock rejects this line; we are lenient so CRLF files load.
+			c.warnf(n, "blank line ends in a carriage return (CRLF line endings); "+
+				"convert the file to LF line endings")
+			continue
+		}
+		name, value, found := strings.Cut(line, "=")
+		switch {
+		case !found:
+			return nil, c.lineErr(n, ErrSyntax, `no "=" on this line (expected name=value)`)
+		case name == "":
+			return nil, c.lineErr(n, ErrSyntax, `no option name before "="`)
+		case value == "":
+			// Stock says "No variable value specified"; an empty value is
+			// never a way to ask for the default.
+			return nil, c.lineErr(n, ErrSyntax, show(name)+
+				`: no value after "=" (comment the line out to keep the default)`)
+		}
+		o := byName[name]
+		if o == nil {
+			return nil, c.lineErr(n, ErrUnknownOption, unknownReason(name))
+		}
+		if strings.HasSuffix(value, "\r") {
+			c.warnf(n, "%s: %s", name, o.crlfWarning())
+		}
+		if err := o.kind.set(c, value); err != nil {
+			return nil, c.lineErr(n, ErrBadValue, o.describe(value, err))
+		}
+		c.Lines[name] = n
+	}
+	return c, nil
+}
+
+// Embedded returns the built-in configuration the daemon runs on when it is
+// started without -c. It panics if that file does not parse, which can only
+// be a build bug (the tests parse it).
+func Embedded() *Config {
+	c, err := Parse(EmbeddedFile, embedded)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// Validate checks every field against its option's rules again (the daemon
+// may have changed fields from the command line since parsing) and then the
+// rules that involve several options.
+func (c *Config) Validate() error {
+	for _, o := range options {
+		if err := o.kind.check(c); err != nil {
+			return fmt.Errorf("conf: %s: %s: %w", c.where(o.name), o.describe(o.kind.text(c), err), ErrBadValue)
+		}
+	}
+	if c.CommandFile == "" && c.CheckResultPath == "" {
+		return fmt.Errorf("conf: %s: no sink: set command_file or check_result_path: %w", c.where(""), ErrConflict)
+	}
+	if c.CheckResultPathMaxFiles > 0 && c.CheckResultPath == "" {
+		return fmt.Errorf("conf: %s: check_result_path_max_files=%d caps a spool that is not configured: "+
+			"set check_result_path or remove the cap: %w",
+			c.where("check_result_path_max_files"), c.CheckResultPathMaxFiles, ErrConflict)
+	}
+	if c.MaxPacketAgeEnabled && c.MaxPacketAge == 0 {
+		// Stock 2.7 read 0 as "no limit", nsca_fast as a limit of 0 seconds;
+		// rather than pick one silently, make the operator say which.
+		return fmt.Errorf("conf: %s: max_packet_age_enabled=1 with max_packet_age=0 is ambiguous: "+
+			"set max_packet_age to 1..900 or max_packet_age_enabled=0: %w",
+			c.where("max_packet_age_enabled"), ErrConflict)
+	}
+	return nil
+}
+
+// Dump returns the effective configuration as name=value lines in table
+// order, for debug output and a configuration check. The password is never
+// shown; values that would be ambiguous (empty, surrounding blanks, control
+// characters) are shown quoted.
+func (c *Config) Dump() []string {
+	out := make([]string, 0, len(options))
+	for _, o := range options {
+		var v string
+		switch {
+		case o.secret && o.kind.text(c) == "":
+			v = "(empty)"
+		case o.secret:
+			v = "********"
+		default:
+			v = show(o.kind.text(c))
+		}
+		out = append(out, o.name+"="+v)
+	}
+	return out
+}
+
+// Method returns the decryption method configured. A number that is not a
+// method (possible only if the field was set without Validate) yields a
+// Method with Name "invalid" and Usable false.
+func (c *Config) Method() Method {
+	if m, ok := MethodByNumber(c.DecryptionMethod); ok {
+		return m
+	}
+	return Method{Number: c.DecryptionMethod, Name: "invalid", Why: "not a decryption method"}
+}
+
+// AllowedPrefixes returns allowed_hosts as prefixes (a single address becomes
+// a /32 or /128); nil means every peer is allowed. IPv4 entries are plain
+// IPv4 prefixes, so the caller should Unmap a peer's 4in6 address before
+// testing it.
+func (c *Config) AllowedPrefixes() ([]netip.Prefix, error) {
+	p, err := parseHosts(c.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("conf: %s: allowed_hosts %v: %w", c.where("allowed_hosts"), err, ErrBadValue)
+	}
+	return p, nil
+}
+
+// Option documents one configuration option, for generated documentation
+// and help output.
+type Option struct {
+	Name    string // as written in nsca.cfg
+	Default string // in nsca.cfg syntax; "" when the default is empty
+	Origin  string // "stock", "nsca_fast" or "new": who introduced it
+	Doc     string // one paragraph: meaning and accepted values
+}
+
+// Options returns every option in table order (the order of Dump).
+func Options() []Option {
+	out := make([]Option, len(options))
+	for i, o := range options {
+		out[i] = Option{Name: o.name, Default: o.def, Origin: o.origin, Doc: o.doc}
+	}
+	return out
+}
+
+// where names the place an option was set: file:line if it came from the
+// file, otherwise the file alone (or "defaults" for a Config from Default).
+func (c *Config) where(name string) string {
+	file := c.File
+	if file == "" {
+		file = "defaults"
+	}
+	if line := c.Lines[name]; name != "" && line > 0 {
+		return file + ":" + strconv.Itoa(line)
+	}
+	return file
+}
+
+// lineErr formats a parse error in the one shape all of them share.
+func (c *Config) lineErr(line int, sentinel error, reason string) error {
+	return fmt.Errorf("conf: %s:%d: %s: %w", c.File, line, reason, sentinel)
+}
+
+// warnf records a warning about a line of the file.
+func (c *Config) warnf(line int, format string, args ...any) {
+	where := c.File
+	if line > 0 {
+		where += ":" + strconv.Itoa(line)
+	}
+	c.Warnings = append(c.Warnings, "conf: "+where+": "+fmt.Sprintf(format, args...))
+}
+
+// unknownReason explains an unknown name, pointing out the common mistake of
+// blanks around "=" that stock does not allow either.
+func unknownReason(name string) string {
+	if t := strings.TrimSpace(name); t != name && byName[t] != nil {
+		return fmt.Sprintf("option %s (blanks around \"=\" are not allowed; write %s=value)", show(name), t)
+	}
+	return "option " + show(name)
+}
+
+// show returns s as it appears in messages and Dump: bare when that is
+// unambiguous, Go-quoted when it is empty, has surrounding blanks, starts
+// with a quote, or holds control characters or invalid UTF-8.
+func show(s string) string {
+	if s == "" || strings.TrimSpace(s) != s || s[0] == '"' || !utf8.ValidString(s) ||
+		strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}

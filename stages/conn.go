@@ -1,0 +1,84 @@
+// Package stages is the nsca_fast pipeline: accept → read → decrypt →
+// validate → emit. Each stage is a fixed group of goroutines joined to the
+// next by a bounded channel, so memory and goroutine counts depend on the
+// configuration, never on how many clients connect.
+package stages
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"nsca_fast/cgo/mcrypt"
+	"nsca_fast/stages/packet"
+)
+
+// Conn is one client connection. Fields are grouped by the stage that owns
+// them: a field is only touched by its owner, and a connection is owned by
+// exactly one goroutine of each stage (connections are sharded by ID), which
+// is what keeps one client's results in order without locks.
+type Conn struct {
+	// Set by accept, read-only afterwards.
+	ID       uint64
+	Peer     netip.AddrPort
+	IV       [packet.IVSize]byte
+	InitTime uint32 // the server time sent in the init packet
+
+	// Read stage.
+	fd          int
+	reader      *reader
+	lastActive  int64 // unix nanoseconds of the last byte read
+	closed      bool
+	bytesRead   uint64
+	windowStart int64  // unix nanoseconds when the current progress window began
+	windowBytes uint64 // bytesRead when it began
+
+	// Decrypt stage.
+	packetSize int    // 0 until the first packet decides it, then 720 or 4304
+	cur        []byte // the packet being assembled, decrypted as it arrives
+	curN       int
+	register   []byte         // decryption_mode=1: last iv_size bytes of ciphertext
+	module     *mcrypt.Module // decryption_mode=0: this connection's own instance
+	cipherErr  error
+
+	// Validate stage.
+	checks int
+
+	// rejected is set by the stage that refuses a packet, so later packets
+	// of the same connection are dropped instead of delivered, as stock does
+	// by closing the connection at the first bad packet.
+	rejected atomic.Bool
+}
+
+// chunk carries bytes read from one connection, in order. eof marks the
+// last chunk of a connection: the read stage sends exactly one.
+type chunk struct {
+	conn *Conn
+	buf  []byte // from chunkPool; nil with eof
+	eof  bool
+	why  string // why the connection ended, for eof
+}
+
+// Packet is one decrypted data packet on its way to validation.
+type Packet struct {
+	Conn *Conn
+	Data []byte // 720 or 4304 bytes from packetPool
+}
+
+const chunkSize = 16 << 10
+
+var (
+	chunkPool  = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+	packetPool = sync.Pool{New: func() any { b := make([]byte, packet.Size); return &b }}
+)
+
+func getChunk() []byte { return *(chunkPool.Get().(*[]byte)) }
+func putChunk(b []byte) {
+	b = b[:cap(b)]
+	chunkPool.Put(&b)
+}
+func getPacketBuf() []byte { return *(packetPool.Get().(*[]byte)) }
+func putPacketBuf(b []byte) {
+	b = b[:cap(b)]
+	packetPool.Put(&b)
+}

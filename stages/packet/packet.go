@@ -1,0 +1,186 @@
+// Package packet holds the NSCA v3 wire format: the init packet the server
+// sends, the data packets send_nsca answers with, their CRC and the XOR
+// cipher. It knows nothing about sockets or libmcrypt, so the daemon, its
+// tests and the load generator share one definition of the protocol.
+package packet
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Sizes and offsets of the version 3 data packet, as laid out by send_nsca.
+const (
+	// IVSize is the length of the random IV at the start of the init packet.
+	IVSize = 128
+	// InitSize is the length of the init packet: the IV and a 32-bit timestamp.
+	InitSize = IVSize + 4
+
+	// Version is the only packet_version NSCA 2.x speaks.
+	Version = 3
+
+	// Size is the length of a data packet from send_nsca 2.9 and later.
+	Size = 4304
+	// LegacySize is the length of a data packet from NSCA 2.7 clients.
+	LegacySize = 720
+
+	offVersion   = 0
+	offCRC       = 4
+	offTimestamp = 8
+	offReturn    = 12
+	offHost      = 14
+	offService   = 78
+	offOutput    = 206
+
+	// MaxHostLength is the host_name field, NUL included.
+	MaxHostLength = 64
+	// MaxServiceLength is the svc_description field, NUL included.
+	MaxServiceLength = 128
+	// MaxOutputLength is the plugin_output field of a 4304-byte packet, NUL included.
+	MaxOutputLength = 4096
+	// LegacyMaxOutputLength is the plugin_output field of a 720-byte packet, NUL included.
+	LegacyMaxOutputLength = 512
+)
+
+// Sentinel errors for packets that fail validation. Each names a reason an
+// operator can act on; the daemon logs it with the peer address.
+var (
+	ErrVersion = errors.New("packet: bad version (wrong password or encryption method?)")
+	ErrCRC     = errors.New("packet: bad crc32 (wrong password or encryption method?)")
+	ErrSize    = errors.New("packet: size is neither 720 nor 4304 bytes")
+)
+
+// OutputLength returns the plugin_output field length for a packet of size n.
+func OutputLength(n int) int {
+	if n == LegacySize {
+		return LegacyMaxOutputLength
+	}
+	return MaxOutputLength
+}
+
+// CRC computes the packet checksum send_nsca sends: CRC-32 (IEEE) over the
+// whole packet with the crc field taken as zero. The packet is not modified.
+func CRC(pkt []byte) uint32 {
+	var zero [4]byte
+	c := crc32.Update(0, crc32.IEEETable, pkt[:offCRC])
+	c = crc32.Update(c, crc32.IEEETable, zero[:])
+	return crc32.Update(c, crc32.IEEETable, pkt[offCRC+4:])
+}
+
+// Check verifies version and CRC of a decrypted packet of 720 or 4304 bytes.
+func Check(pkt []byte) error {
+	if len(pkt) != Size && len(pkt) != LegacySize {
+		return fmt.Errorf("%w: %d", ErrSize, len(pkt))
+	}
+	if v := int16(binary.BigEndian.Uint16(pkt[offVersion:])); v != Version {
+		return fmt.Errorf("%w: got %d", ErrVersion, v)
+	}
+	if want, got := binary.BigEndian.Uint32(pkt[offCRC:]), CRC(pkt); want != got {
+		return fmt.Errorf("%w: packet says %08x, computed %08x", ErrCRC, want, got)
+	}
+	return nil
+}
+
+// Result is one check result as carried by a data packet, with the fields
+// cut the way stock nsca cuts them: at the first NUL, and host and service
+// also at the first newline.
+type Result struct {
+	Timestamp  uint32
+	ReturnCode int16
+	Host       string
+	Service    string // empty for a host check
+	Output     string // raw, not yet escaped
+}
+
+// Decode extracts the fields of a packet that passed Check.
+func Decode(pkt []byte) Result {
+	out := OutputLength(len(pkt))
+	return Result{
+		Timestamp:  binary.BigEndian.Uint32(pkt[offTimestamp:]),
+		ReturnCode: int16(binary.BigEndian.Uint16(pkt[offReturn:])),
+		Host:       cutLine(cString(pkt[offHost : offHost+MaxHostLength-1])),
+		Service:    cutLine(cString(pkt[offService : offService+MaxServiceLength-1])),
+		Output:     string(cStringBytes(pkt[offOutput : offOutput+out-1])),
+	}
+}
+
+// cString returns the bytes before the first NUL, as a string. The field is
+// passed without its last byte, which stock always overwrites with NUL.
+func cString(b []byte) string { return string(cStringBytes(b)) }
+
+func cStringBytes(b []byte) []byte {
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+// cutLine keeps what precedes the first newline: stock does this to host and
+// service so that a client cannot inject a second external command.
+func cutLine(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// Encode writes r into pkt (720 or 4304 bytes) as send_nsca does: fields at
+// their offsets, NUL-terminated and truncated to fit, then the CRC. Bytes
+// after each NUL are left as they are, so a caller that fills pkt with
+// random bytes first gets send_nsca's noise.
+func Encode(pkt []byte, r Result) {
+	binary.BigEndian.PutUint16(pkt[offVersion:], Version)
+	binary.BigEndian.PutUint32(pkt[offCRC:], 0)
+	binary.BigEndian.PutUint32(pkt[offTimestamp:], r.Timestamp)
+	binary.BigEndian.PutUint16(pkt[offReturn:], uint16(r.ReturnCode))
+	putCString(pkt[offHost:offHost+MaxHostLength], r.Host)
+	putCString(pkt[offService:offService+MaxServiceLength], r.Service)
+	putCString(pkt[offOutput:offOutput+OutputLength(len(pkt))], r.Output)
+	binary.BigEndian.PutUint32(pkt[offCRC:], CRC(pkt))
+}
+
+func putCString(field []byte, s string) {
+	n := copy(field[:len(field)-1], s)
+	field[n] = 0
+}
+
+// InitPacket fills dst (InitSize bytes) with iv and the big-endian timestamp.
+func InitPacket(dst, iv []byte, now uint32) {
+	copy(dst[:IVSize], iv)
+	binary.BigEndian.PutUint32(dst[IVSize:], now)
+}
+
+// XOR applies NSCA's XOR "encryption" to buf, which starts at byte offset
+// of a packet: byte i of the packet is XORed with iv[i%128] and then with
+// password[i%len(password)]. The stream restarts at every packet, so offset
+// lets a caller handle a packet in pieces. XOR is its own inverse.
+func XOR(buf, iv, password []byte, offset int) {
+	ivi := offset % IVSize
+	for i := range buf {
+		buf[i] ^= iv[ivi]
+		ivi++
+		if ivi == IVSize {
+			ivi = 0
+		}
+	}
+	if len(password) == 0 {
+		return
+	}
+	pi := offset % len(password)
+	for i := range buf {
+		buf[i] ^= password[pi]
+		pi++
+		if pi == len(password) {
+			pi = 0
+		}
+	}
+}
+
+// TimestampOf returns the timestamp field of a packet.
+func TimestampOf(pkt []byte) uint32 { return binary.BigEndian.Uint32(pkt[offTimestamp:]) }

@@ -1,0 +1,259 @@
+package stages
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"time"
+
+	"github.com/golang/glog"
+	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/packet"
+)
+
+// ReadConfig are the read stage's settings.
+type ReadConfig struct {
+	// Timeout closes a connection that delivers less than one legacy packet's
+	// worth of bytes (720) within this long: idle clients, stalled clients and
+	// slowloris alike. Stock's equivalent is its 10 s socket timeout.
+	Timeout time.Duration
+	// Grace is how long open connections may go on after accepting stops.
+	Grace time.Duration
+}
+
+// minProgress is the least a client must send per Timeout to stay connected.
+const minProgress = packet.LegacySize
+
+// reader multiplexes many connections on one epoll instance in one
+// goroutine, so 10,000 open connections cost 10,000 small structs, not
+// 10,000 goroutines.
+type reader struct {
+	cfg    ReadConfig
+	stats  *Stats
+	log    *rateLog
+	epfd   int
+	wakefd int
+
+	mu       sync.Mutex
+	conns    map[int32]*Conn
+	closeQ   []*Conn
+	draining bool
+}
+
+// requestClose asks the connection's reader to close it. It never blocks,
+// because the stages that call it are downstream of the reader, and a
+// blocking call back upstream could deadlock a full pipeline.
+func (c *Conn) requestClose() {
+	r := c.reader
+	r.mu.Lock()
+	r.closeQ = append(r.closeQ, c)
+	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *reader) wake() {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(r.wakefd, one[:])
+}
+
+// StartRead runs n readers. Each takes new connections from in, reads what
+// they send and forwards it, in order, as chunks to out, which it closes
+// once every reader has finished: after in is closed and the open
+// connections have ended or used up their grace.
+func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cfg ReadConfig, stats *Stats, log *rateLog) error {
+	if n < 1 {
+		n = 1
+	}
+	readers := make([]*reader, n)
+	for i := range readers {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			return err
+		}
+		wakefd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			return err
+		}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wakefd)}); err != nil {
+			return err
+		}
+		readers[i] = &reader{cfg: cfg, stats: stats, log: log, epfd: epfd, wakefd: wakefd, conns: map[int32]*Conn{}}
+	}
+	var wg sync.WaitGroup
+	for _, r := range readers {
+		run(ctx, &wg, "read", func(ctx context.Context) { r.loop(ctx, out) })
+		run(ctx, &wg, "read", func(ctx context.Context) { r.adopt(in) })
+	}
+	go func() {
+		wg.Wait()
+		for _, r := range readers {
+			unix.Close(r.epfd)
+			unix.Close(r.wakefd)
+		}
+		close(out)
+	}()
+	return nil
+}
+
+// adopt registers new connections with this reader's epoll instance. The
+// adopters of all readers compete for in, which spreads connections over
+// the readers that are least busy taking them.
+func (r *reader) adopt(in <-chan *Conn) {
+	for c := range in {
+		c.reader = r
+		c.windowStart = time.Now().UnixNano()
+		r.mu.Lock()
+		r.conns[int32(c.fd)] = c
+		r.mu.Unlock()
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}
+		if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
+			c.requestClose()
+		}
+	}
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+	r.wake()
+}
+
+func (r *reader) loop(ctx context.Context, out chan<- chunk) {
+	events := make([]unix.EpollEvent, 256)
+	lastScan := time.Now()
+	var drainDeadline time.Time
+	for {
+		n, err := unix.EpollWait(r.epfd, events, 200)
+		if err != nil && err != unix.EINTR {
+			glog.Errorf("read: epoll_wait: %v", err)
+			r.closeAll(ctx, out, "read error")
+			return
+		}
+		for _, ev := range events[:max(n, 0)] {
+			if ev.Fd == int32(r.wakefd) {
+				r.handleWake(ctx, out)
+				continue
+			}
+			r.mu.Lock()
+			c := r.conns[ev.Fd]
+			r.mu.Unlock()
+			if c != nil {
+				r.readConn(ctx, c, out)
+			}
+		}
+		if ctx.Err() != nil {
+			r.closeAll(ctx, out, "shutdown")
+			return
+		}
+		now := time.Now()
+		if now.Sub(lastScan) >= time.Second/2 {
+			lastScan = now
+			r.expire(ctx, out, now)
+		}
+		r.mu.Lock()
+		draining, open := r.draining, len(r.conns)
+		r.mu.Unlock()
+		if draining {
+			if drainDeadline.IsZero() {
+				drainDeadline = now.Add(r.cfg.Grace)
+			}
+			if open == 0 || now.After(drainDeadline) {
+				r.closeAll(ctx, out, "shutdown grace expired")
+				return
+			}
+		}
+	}
+}
+
+func (r *reader) handleWake(ctx context.Context, out chan<- chunk) {
+	var b [8]byte
+	unix.Read(r.wakefd, b[:])
+	r.mu.Lock()
+	q := r.closeQ
+	r.closeQ = nil
+	r.mu.Unlock()
+	for _, c := range q {
+		r.closeConn(ctx, c, out, "closed after a rejected packet")
+	}
+}
+
+func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
+	buf := getChunk()
+	for {
+		n, err := unix.Read(c.fd, buf)
+		switch {
+		case n > 0:
+			c.bytesRead += uint64(n)
+			if !send(ctx, out, chunk{conn: c, buf: buf[:n]}) {
+				return
+			}
+			return
+		case n == 0:
+			putChunk(buf)
+			r.closeConn(ctx, c, out, "")
+			return
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			putChunk(buf)
+			return
+		default:
+			putChunk(buf)
+			r.closeConn(ctx, c, out, err.Error())
+			return
+		}
+	}
+}
+
+// expire closes connections that made too little progress in the last
+// Timeout: fewer than 720 bytes, which no working send_nsca does.
+func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
+	limit := now.Add(-r.cfg.Timeout).UnixNano()
+	var slow []*Conn
+	r.mu.Lock()
+	for _, c := range r.conns {
+		if c.windowStart >= limit {
+			continue
+		}
+		if c.bytesRead-c.windowBytes < minProgress {
+			slow = append(slow, c)
+		} else {
+			c.windowStart, c.windowBytes = now.UnixNano(), c.bytesRead
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range slow {
+		r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
+		r.closeConn(ctx, c, out, "timeout")
+	}
+}
+
+func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
+	r.mu.Lock()
+	all := make([]*Conn, 0, len(r.conns))
+	for _, c := range r.conns {
+		all = append(all, c)
+	}
+	r.mu.Unlock()
+	for _, c := range all {
+		r.closeConn(ctx, c, out, why)
+	}
+}
+
+// closeConn closes the socket and sends the connection's final chunk. Only
+// the reader closes sockets, so a descriptor number is never reused while
+// another stage could still act on it.
+func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why string) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	r.mu.Lock()
+	delete(r.conns, int32(c.fd))
+	r.mu.Unlock()
+	unix.EpollCtl(r.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	unix.Close(c.fd)
+	r.stats.Open.Add(-1)
+	send(ctx, out, chunk{conn: c, eof: true, why: why})
+}

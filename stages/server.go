@@ -1,0 +1,183 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/golang/glog"
+
+	"nsca_fast/conf"
+	"nsca_fast/stages/sink"
+)
+
+// ErrConfig wraps settings the pipeline cannot run with.
+var ErrConfig = errors.New("stages: config")
+
+// Server is one running pipeline: accept → read → decrypt → validate →
+// emit. New builds it, Run serves until Shutdown or Abort, in the manner of
+// nsq's nsqd.
+type Server struct {
+	cfg      *conf.Config
+	Stats    *Stats
+	log      *rateLog
+	acceptor *Acceptor
+	emitter  *Emitter
+	cipher   CipherConfig
+
+	ctx   context.Context
+	abort context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// Settings derived from the config that are not options of their own.
+const (
+	statsInterval = 5 * time.Second
+	shutdownGrace = 2 * time.Second
+)
+
+// Threads is the number of decrypt goroutines: nsca_threads_per_worker, or
+// one per CPU when it is 0.
+func Threads(cfg *conf.Config) int {
+	if cfg.ThreadsPerWorker > 0 {
+		return cfg.ThreadsPerWorker
+	}
+	return runtime.NumCPU()
+}
+
+// MaxConnections is max_connections, or, when it is 0, a limit sized for the
+// machine: a quarter of the open files limit, at least 1024.
+func MaxConnections(cfg *conf.Config, nofile uint64) int {
+	if cfg.MaxConnections > 0 {
+		return cfg.MaxConnections
+	}
+	return max(1024, int(nofile/4))
+}
+
+// Chain builds the sinks in the order results try them: the command file
+// first and the spool if it fails (nsca_fast's behaviour), or the spool
+// first and the command file if it fails (stock's), then the alternate
+// dump file as the last resort.
+func Chain(cfg *conf.Config) ([]sink.Sink, error) {
+	var cmd, spool sink.Sink
+	if cfg.CommandFile != "" {
+		cmd = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
+	}
+	if cfg.CheckResultPath != "" {
+		s := sink.NewSpool(cfg.CheckResultPath, cfg.SpoolFileMode)
+		if err := s.Writable(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		spool = s
+	}
+	var chain []sink.Sink
+	for _, s := range []sink.Sink{cmd, spool} {
+		if s != nil {
+			chain = append(chain, s)
+		}
+	}
+	if cfg.AlternateDumpFile != "" {
+		chain = append(chain, sink.NewDump(cfg.AlternateDumpFile))
+	}
+	if len(chain) == 0 {
+		return nil, fmt.Errorf("%w: no sink: set command_file or check_result_path", ErrConfig)
+	}
+	return chain, nil
+}
+
+// CipherOf derives the decryption settings from the config.
+func CipherOf(cfg *conf.Config) CipherConfig {
+	m := cfg.Method()
+	return CipherConfig{
+		Method:        m.Number,
+		Algorithm:     m.Name,
+		Password:      []byte(cfg.Password),
+		PerConnection: cfg.DecryptionMode == 0,
+	}
+}
+
+// New checks the config and builds a server on already listening sockets.
+func New(cfg *conf.Config, listeners []int, nofile uint64) (*Server, error) {
+	cipher := CipherOf(cfg)
+	if err := CheckCipher(cipher); err != nil {
+		return nil, err
+	}
+	allowed, err := cfg.AllowedPrefixes()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	chain, err := Chain(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, Stats: NewStats(), log: newRateLog(10*time.Second, 5), cipher: cipher}
+	s.acceptor = NewAcceptor(listeners, AcceptConfig{MaxConnections: MaxConnections(cfg, nofile), Allowed: allowed}, s.Stats, s.log)
+	s.emitter = NewEmitter(chain, s.Stats, s.log)
+	s.ctx, s.abort = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Run starts every stage and blocks until the pipeline has drained: after
+// Shutdown, once every connection has ended and every result was written.
+func (s *Server) Run() error {
+	ctx, cfg := s.ctx, s.cfg
+	depth := cfg.QueueSize
+	conns := make(chan *Conn, depth)
+	chunks := make(chan chunk, depth)
+	packets := make(chan Packet, depth)
+	items := make(chan sink.Item, depth)
+
+	s.acceptor.Start(ctx, conns)
+	readCfg := ReadConfig{Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace}
+	if err := StartRead(ctx, conns, chunks, cfg.ReaderThreads, readCfg, s.Stats, s.log); err != nil {
+		s.abort()
+		return err
+	}
+	threads := Threads(cfg)
+	if err := StartDecrypt(ctx, chunks, packets, threads, depth, s.cipher, s.Stats, s.log); err != nil {
+		s.abort()
+		return err
+	}
+	validateCfg := ValidateConfig{MaxChecks: cfg.MaxChecksPerConnection, StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
+	if cfg.MaxPacketAgeEnabled {
+		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
+	}
+	StartValidate(ctx, packets, items, 1, depth, validateCfg, s.Stats, s.log)
+	done := s.emitter.Start(ctx, items)
+
+	stop := make(chan struct{})
+	go s.report(stop)
+	<-done
+	close(stop)
+	snap := s.Stats.Snapshot()
+	glog.Infof("stopped: %s", snap.Line(snap, 0))
+	return nil
+}
+
+// report logs the statistics line every statsInterval.
+func (s *Server) report(stop <-chan struct{}) {
+	t := time.NewTicker(statsInterval)
+	defer t.Stop()
+	prev, last := s.Stats.Snapshot(), time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			snap := s.Stats.Snapshot()
+			glog.Infof("statistics: %s", snap.Line(prev, now.Sub(last).Seconds()))
+			prev, last = snap, now
+		}
+	}
+}
+
+// Shutdown stops accepting; Run returns once open connections have ended
+// (or used up their grace) and everything read has been emitted.
+func (s *Server) Shutdown() { s.acceptor.Stop() }
+
+// Abort tears the pipeline down at once, for a second signal or a drain
+// that takes too long. Results already past validation are still emitted.
+func (s *Server) Abort() { s.abort() }

@@ -1,0 +1,189 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pipeBuf is the largest write the kernel keeps atomic on a pipe; lines are
+// grouped into writes no larger than this so that the core never sees half
+// a line interleaved with another writer's.
+const pipeBuf = 4096
+
+// Errors of the command file sink.
+var (
+	ErrNoReader = errors.New("sink: command file has no reader (is the monitoring core running?)")
+	ErrMissing  = errors.New("sink: command file does not exist")
+	ErrFull     = errors.New("sink: command file stayed full")
+	ErrBackoff  = errors.New("sink: command file unavailable, retrying later")
+)
+
+// CommandFile writes external command lines to the core's command file: a
+// FIFO normally, or a regular file that already exists (stock never creates
+// it). Like stock it opens O_WRONLY|O_NONBLOCK, adding O_APPEND with
+// append_to_file, and keeps the file open only with aggregate_writes.
+type CommandFile struct {
+	Path      string
+	Append    bool
+	Aggregate bool
+	// FullWait bounds how long a full pipe (a slow core) is waited for
+	// before the remaining lines go to the fallback.
+	FullWait time.Duration
+
+	fd       int
+	isFIFO   bool
+	retryAt  time.Time
+	backoff  time.Duration
+	buf      []byte
+	lastKind string
+}
+
+// NewCommandFile returns a sink for path; nothing is opened until the first write.
+func NewCommandFile(path string, appendToFile, aggregate bool) *CommandFile {
+	return &CommandFile{Path: path, Append: appendToFile, Aggregate: aggregate, FullWait: time.Second, fd: -1, lastKind: "fifo"}
+}
+
+// Name is "fifo" or "file" after the kind of command file last opened, so the
+// counters tell an operator where results actually went.
+func (c *CommandFile) Name() string { return c.lastKind }
+
+func (c *CommandFile) open() error {
+	if c.fd >= 0 {
+		return nil
+	}
+	if time.Now().Before(c.retryAt) {
+		return ErrBackoff
+	}
+	flags := unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
+	if c.Append {
+		flags |= unix.O_APPEND
+	}
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(c.Path, flags, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		c.failed()
+		switch err {
+		case unix.ENXIO:
+			return fmt.Errorf("%w: %s", ErrNoReader, c.Path)
+		case unix.ENOENT:
+			return fmt.Errorf("%w: %s", ErrMissing, c.Path)
+		}
+		return fmt.Errorf("sink: open command file %s: %w", c.Path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err == nil {
+		c.isFIFO = st.Mode&unix.S_IFMT == unix.S_IFIFO
+	}
+	c.lastKind = "file"
+	if c.isFIFO {
+		c.lastKind = "fifo"
+	}
+	c.fd = fd
+	c.backoff = 0
+	return nil
+}
+
+// failed schedules the next open attempt with exponential back-off, so a
+// core that is down costs an open() per interval, not per result.
+func (c *CommandFile) failed() {
+	switch {
+	case c.backoff == 0:
+		c.backoff = 100 * time.Millisecond
+	case c.backoff < 5*time.Second:
+		c.backoff *= 2
+	}
+	c.retryAt = time.Now().Add(c.backoff)
+}
+
+func (c *CommandFile) closeFD() {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// Write sends the lines for items, grouped into writes of at most PIPE_BUF
+// bytes that end on a line boundary. A longer line is written alone.
+func (c *CommandFile) Write(items []Item) (int, error) {
+	if err := c.open(); err != nil {
+		return 0, err
+	}
+	if !c.Aggregate {
+		defer c.closeFD()
+	}
+	done := 0
+	for done < len(items) {
+		c.buf = c.buf[:0]
+		n := 0
+		for done+n < len(items) {
+			before := len(c.buf)
+			c.buf = AppendCommand(c.buf, items[done+n])
+			if n > 0 && len(c.buf) > pipeBuf {
+				c.buf = c.buf[:before]
+				break
+			}
+			n++
+		}
+		if err := c.writeAll(c.buf); err != nil {
+			c.closeFD()
+			c.failed()
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// writeAll writes b, waiting up to FullWait for a full pipe to drain.
+func (c *CommandFile) writeAll(b []byte) error {
+	deadline := time.Now().Add(c.FullWait)
+	reopened := false
+	for len(b) > 0 {
+		n, err := unix.Write(c.fd, b)
+		if n > 0 {
+			b = b[n:]
+			continue
+		}
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				return fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
+			}
+			fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
+			unix.Poll(fds, int(wait/time.Millisecond)+1)
+		case unix.EPIPE:
+			// The reader went away between our open and this write (the core
+			// restarted): reopen once, which also finds the new reader.
+			if reopened {
+				return fmt.Errorf("%w: %s", ErrNoReader, c.Path)
+			}
+			reopened = true
+			c.closeFD()
+			c.retryAt = time.Time{}
+			if err := c.open(); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("sink: write command file %s: %w", c.Path, err)
+		}
+	}
+	return nil
+}
+
+// Close closes the command file if it is held open.
+func (c *CommandFile) Close() error {
+	c.closeFD()
+	return nil
+}

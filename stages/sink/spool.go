@@ -1,0 +1,190 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrSpool wraps every failure to deliver a spool file.
+var ErrSpool = errors.New("sink: spool")
+
+// Spool writes one check_result_path file per result, as stock does: a
+// cXXXXXX file in the core's format followed by an empty cXXXXXX.ok. The
+// core only reads files whose .ok exists, and we write each file under a
+// temporary name and rename it into place, so the core can never read a
+// half-written result.
+type Spool struct {
+	Dir  string
+	Mode uint32 // permissions of the files, stock: 0600
+	buf  []byte
+}
+
+// NewSpool returns a spool sink writing into dir.
+func NewSpool(dir string, mode uint32) *Spool {
+	if mode == 0 {
+		mode = 0o600
+	}
+	return &Spool{Dir: dir, Mode: mode}
+}
+
+// Name identifies the sink in counters and logs.
+func (s *Spool) Name() string { return "spool" }
+
+// Writable checks that a file can be created in the directory, which stock
+// verifies at start so that a typo in check_result_path is found at once.
+func (s *Spool) Writable() error {
+	f, err := os.CreateTemp(s.Dir, "nsca.test.")
+	if err != nil {
+		return fmt.Errorf("%w: check_result_path %s is not writable: %w", ErrSpool, s.Dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+const nameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// randomName returns prefix followed by six characters, the shape mkstemp's
+// cXXXXXX has, which is what the core looks for.
+func randomName(prefix string) string {
+	b := []byte(prefix + "XXXXXX")
+	for i := len(prefix); i < len(b); i++ {
+		b[i] = nameChars[rand.IntN(len(nameChars))]
+	}
+	return string(b)
+}
+
+// Write creates one file per item.
+func (s *Spool) Write(items []Item) (int, error) {
+	for i, it := range items {
+		if err := s.writeOne(it); err != nil {
+			return i, err
+		}
+	}
+	return len(items), nil
+}
+
+func (s *Spool) writeOne(it Item) error {
+	s.buf = AppendSpool(s.buf[:0], it)
+	tmp, err := s.create("t")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(s.buf)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("%w: write %s: %w", ErrSpool, tmp.Name(), errors.Join(werr, cerr))
+	}
+	final, err := s.publish(tmp.Name())
+	if err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	ok, err := os.OpenFile(final+".ok", os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(s.Mode))
+	if err != nil {
+		return fmt.Errorf("%w: create %s.ok: %w", ErrSpool, final, err)
+	}
+	return ok.Close()
+}
+
+// create makes a new file with a random name beginning with prefix. The
+// temporary prefix "t" is not "c", so the core ignores it.
+func (s *Spool) create(prefix string) (*os.File, error) {
+	for range 100 {
+		f, err := os.OpenFile(filepath.Join(s.Dir, randomName(prefix)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(s.Mode))
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSpool, err)
+		}
+		if err := f.Chmod(os.FileMode(s.Mode)); err != nil { // the umask may have taken bits away
+			f.Close()
+			return nil, fmt.Errorf("%w: %w", ErrSpool, err)
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("%w: no free file name in %s", ErrSpool, s.Dir)
+}
+
+// publish renames tmp to a fresh cXXXXXX name without replacing an existing
+// file, and returns that name.
+func (s *Spool) publish(tmp string) (string, error) {
+	for range 100 {
+		final := filepath.Join(s.Dir, randomName("c"))
+		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
+		switch err {
+		case nil:
+			return final, nil
+		case unix.EEXIST:
+			continue
+		case unix.EINVAL, unix.ENOSYS:
+			// A file system without RENAME_NOREPLACE: link fails on an existing
+			// name just the same.
+			if lerr := os.Link(tmp, final); lerr != nil {
+				if errors.Is(lerr, os.ErrExist) {
+					continue
+				}
+				return "", fmt.Errorf("%w: link %s: %w", ErrSpool, final, lerr)
+			}
+			os.Remove(tmp)
+			return final, nil
+		default:
+			return "", fmt.Errorf("%w: rename %s: %w", ErrSpool, tmp, err)
+		}
+	}
+	return "", fmt.Errorf("%w: no free file name in %s", ErrSpool, s.Dir)
+}
+
+// Close has nothing to release: every file is closed once written.
+func (s *Spool) Close() error { return nil }
+
+// Dump appends command lines to alternate_dump_file, creating it if needed,
+// where stock puts results while the command file is missing.
+type Dump struct {
+	Path string
+	f    *os.File
+	buf  []byte
+}
+
+// NewDump returns a sink appending to path.
+func NewDump(path string) *Dump { return &Dump{Path: path} }
+
+// Name identifies the sink in counters and logs.
+func (d *Dump) Name() string { return "dump_file" }
+
+// Write appends the lines for items in one write.
+func (d *Dump) Write(items []Item) (int, error) {
+	if d.f == nil {
+		f, err := os.OpenFile(d.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
+		if err != nil {
+			return 0, fmt.Errorf("sink: alternate dump file: %w", err)
+		}
+		d.f = f
+	}
+	d.buf = d.buf[:0]
+	for _, it := range items {
+		d.buf = AppendCommand(d.buf, it)
+	}
+	if _, err := d.f.Write(d.buf); err != nil {
+		d.f.Close()
+		d.f = nil
+		return 0, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
+	}
+	return len(items), nil
+}
+
+// Close closes the dump file.
+func (d *Dump) Close() error {
+	if d.f == nil {
+		return nil
+	}
+	err := d.f.Close()
+	d.f = nil
+	return err
+}

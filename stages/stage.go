@@ -1,0 +1,64 @@
+package stages
+
+import (
+	"context"
+	"runtime/pprof"
+	"sync"
+)
+
+// send delivers v unless the pipeline is being torn down. Every send between
+// stages goes through it, so a cancelled pipeline never blocks a goroutine.
+func send[T any](ctx context.Context, ch chan<- T, v T) bool {
+	select {
+	case ch <- v:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// run starts fn in a goroutine labelled stage=name, so one CPU profile of the
+// daemon splits by stage.
+func run(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx context.Context)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pprof.Do(ctx, pprof.Labels("stage", name), fn)
+	}()
+}
+
+// startSharded runs n workers of one stage. A dispatcher routes every item
+// to the worker chosen by its shard key, so all items of one connection are
+// handled by one worker in arrival order; that is how results from one
+// client keep their order through stages that run in parallel. done runs
+// once every worker has returned (stages close their outbound channel there).
+func startSharded[T any](ctx context.Context, name string, in <-chan T, n, depth int, key func(T) uint64, worker func(ctx context.Context, id int, in <-chan T), done func()) {
+	if n < 1 {
+		n = 1
+	}
+	var wg sync.WaitGroup
+	shards := make([]chan T, n)
+	for i := range shards {
+		shards[i] = make(chan T, depth)
+		id, ch := i, shards[i]
+		run(ctx, &wg, name, func(ctx context.Context) { worker(ctx, id, ch) })
+	}
+	var dispatch sync.WaitGroup
+	run(ctx, &dispatch, name, func(ctx context.Context) {
+		defer func() {
+			for _, ch := range shards {
+				close(ch)
+			}
+		}()
+		for v := range in {
+			if !send(ctx, shards[key(v)%uint64(n)], v) {
+				return
+			}
+		}
+	})
+	go func() {
+		dispatch.Wait()
+		wg.Wait()
+		done()
+	}()
+}

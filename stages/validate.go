@@ -1,0 +1,135 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/golang/glog"
+
+	"nsca_fast/stages/packet"
+	"nsca_fast/stages/sink"
+)
+
+// ErrStale and ErrTooManyChecks are the validate stage's own reasons.
+var (
+	ErrStale         = errors.New("stages: stale packet")
+	ErrTooManyChecks = errors.New("stages: too many checks on one connection")
+	ErrSpoofed       = errors.New("stages: host name does not resolve to the peer address")
+)
+
+// ValidateConfig are the validate stage's settings.
+type ValidateConfig struct {
+	// MaxPacketAge, when not zero, drops packets whose timestamp is further
+	// than this from now. Since send_nsca echoes the server time of the init
+	// packet, this measures time since the connection began, not client clocks.
+	MaxPacketAge time.Duration
+	// MaxChecks closes a connection that sends more checks than this (0: no cap).
+	MaxChecks int
+	// StrictSpoofing drops checks whose host name does not resolve to the
+	// peer address, as stock's strict_mode_spoofing does.
+	StrictSpoofing bool
+	// Debug logs every accepted check, as stock's debug=1 does.
+	Debug bool
+}
+
+// StartValidate runs n validate goroutines, sharded by connection so that
+// one client's results keep their order, and closes out when done.
+func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, n, depth int, cfg ValidateConfig, stats *Stats, log *rateLog) {
+	v := &validator{cfg: cfg, stats: stats, log: log}
+	startSharded(ctx, "validate", in, n, depth, func(p Packet) uint64 { return p.Conn.ID },
+		func(ctx context.Context, _ int, in <-chan Packet) {
+			for p := range in {
+				item, ok := v.check(p)
+				putPacketBuf(p.Data)
+				if ok && !send(ctx, out, item) {
+					return
+				}
+			}
+		},
+		func() { close(out) })
+}
+
+type validator struct {
+	cfg   ValidateConfig
+	stats *Stats
+	log   *rateLog
+}
+
+// check turns a decrypted packet into a result, or drops it with a counted
+// and logged reason and has the connection closed, as stock closes it.
+func (v *validator) check(p Packet) (sink.Item, bool) {
+	c := p.Conn
+	if c.rejected.Load() {
+		v.stats.Dropped(DropAfterReject).Add(1)
+		return sink.Item{}, false
+	}
+	now := time.Now()
+	reason, err := v.verify(p, now)
+	if err != nil {
+		v.reject(c, reason, err)
+		return sink.Item{}, false
+	}
+	r := packet.Decode(p.Data)
+	if v.cfg.StrictSpoofing && !hostMatchesPeer(r.Host, c) {
+		// Stock drops the check but keeps the connection.
+		v.stats.Dropped(DropSpoofed).Add(1)
+		v.log.Warningf(c.Peer.Addr().String(), "dropped check from %s: %v: %q", c.Peer, ErrSpoofed, r.Host)
+		return sink.Item{}, false
+	}
+	if v.cfg.Debug {
+		glog.Infof("check from %s: host=%q service=%q return_code=%d output=%q", c.Peer, r.Host, r.Service, r.ReturnCode, r.Output)
+	}
+	return sink.Item{Result: r, Time: now.Unix()}, true
+}
+
+// verify returns the drop reason and error for a packet that must not pass.
+func (v *validator) verify(p Packet, now time.Time) (string, error) {
+	c := p.Conn
+	if err := packet.Check(p.Data); err != nil {
+		if c.cipherErr != nil {
+			err = fmt.Errorf("%w (decryption failed: %v)", err, c.cipherErr)
+		}
+		if errors.Is(err, packet.ErrCRC) {
+			return DropBadCRC, err
+		}
+		return DropBadVersion, err
+	}
+	if v.cfg.MaxPacketAge > 0 {
+		ts := int64(packet.TimestampOf(p.Data))
+		age := now.Unix() - ts
+		if age > int64(v.cfg.MaxPacketAge/time.Second) || -age > int64(v.cfg.MaxPacketAge/time.Second) {
+			return DropStale, fmt.Errorf("%w: timestamp %d is %d s from now (max_packet_age=%v, connection began at %d)", ErrStale, ts, age, v.cfg.MaxPacketAge, c.InitTime)
+		}
+	}
+	c.checks++
+	if v.cfg.MaxChecks > 0 && c.checks > v.cfg.MaxChecks {
+		return DropTooManyChecks, fmt.Errorf("%w: max_checks_per_connection=%d", ErrTooManyChecks, v.cfg.MaxChecks)
+	}
+	return "", nil
+}
+
+func (v *validator) reject(c *Conn, reason string, err error) {
+	v.stats.Dropped(reason).Add(1)
+	c.rejected.Store(true)
+	v.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
+	c.requestClose()
+}
+
+// hostMatchesPeer reports whether the claimed host name resolves to the
+// address the connection comes from.
+func hostMatchesPeer(host string, c *Conn) bool {
+	addrs, err := net.LookupIP(host)
+	if err != nil {
+		return false
+	}
+	peer := c.Peer.Addr().Unmap()
+	for _, a := range addrs {
+		if ip, ok := netipFromIP(a); ok && ip == peer {
+			return true
+		}
+	}
+	return false
+}
