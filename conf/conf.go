@@ -24,15 +24,17 @@ import (
 // Sentinel errors, wrapped by every error this package returns, so that
 // callers can tell a typo in a name from a bad value with errors.Is.
 var (
-	// ErrSyntax: a line that is not name=value, or has an empty value.
+	// ErrSyntax is wrapped for a line that is not name=value or has an
+	// empty value.
 	ErrSyntax = errors.New("syntax error")
-	// ErrUnknownOption: a name that is not in the option table. Stock refuses
-	// these too, so a file that starts stock starts us.
+	// ErrUnknownOption is wrapped for a name that is not an option. Stock
+	// refuses these too, so a file stock accepts never hits it.
 	ErrUnknownOption = errors.New("unknown option")
-	// ErrBadValue: a value that does not parse or is out of range.
+	// ErrBadValue is wrapped for a value that does not parse or is out of
+	// range, whether found by Parse or by Validate.
 	ErrBadValue = errors.New("bad value")
-	// ErrConflict: options that are each valid but do not work together
-	// (reported by Validate).
+	// ErrConflict is wrapped by Validate for options that are each valid
+	// but do not work together.
 	ErrConflict = errors.New("conflicting options")
 )
 
@@ -310,11 +312,15 @@ func (c *Config) warnf(line int, format string, args ...any) {
 	c.Warnings = append(c.Warnings, "conf: "+where+": "+fmt.Sprintf(format, args...))
 }
 
-// unknownReason explains an unknown name, pointing out the common mistake of
-// blanks around "=" that stock does not allow either.
+// unknownReason explains an unknown name, pointing out the mistakes that
+// make a known name unrecognisable: blanks around "=" (stock does not allow
+// them either) and a byte order mark left by a Windows editor.
 func unknownReason(name string) string {
 	if t := strings.TrimSpace(name); t != name && byName[t] != nil {
 		return fmt.Sprintf("option %s (blanks around \"=\" are not allowed; write %s=value)", show(name), t)
+	}
+	if t, bom := strings.CutPrefix(name, "\ufeff"); bom && byName[t] != nil {
+		return fmt.Sprintf("option %s (the file starts with a byte order mark; save it without one)", show(name))
 	}
 	return "option " + show(name)
 }

@@ -221,14 +221,14 @@ func (f field[T]) validate(v T) error {
 const noLimit = math.MaxInt
 
 // integer is a decimal option in lo..hi; unit (with its leading space) is
-// appended to the bounds in messages.
+// appended to the upper bound in messages, where stock names it too.
 func integer(ptr func(*Config) *int, lo, hi int, unit string) kind {
 	valid := func(v int) error {
 		switch {
 		case v < lo && lo == 0:
 			return errors.New("cannot be negative")
 		case v < lo:
-			return fmt.Errorf("must be at least %d%s", lo, unit)
+			return fmt.Errorf("must be at least %d", lo)
 		case v > hi:
 			return fmt.Errorf("cannot be greater than %d%s", hi, unit)
 		}

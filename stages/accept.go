@@ -21,10 +21,12 @@ import (
 // ErrListen wraps failures to create the listening socket.
 var ErrListen = errors.New("stages: listen")
 
-// Listen opens a blocking TCP listening socket on address:port with
+// Listen opens a non-blocking TCP listening socket on address:port with
 // SO_REUSEADDR and, when reusePort is set, SO_REUSEPORT, so that several
 // worker processes can each own a listener on the same port. An empty
-// address listens on all IPv6 and IPv4 addresses.
+// address listens on all IPv6 and IPv4 addresses. The caller owns the socket:
+// servers come and go on it (a reload) without closing it, so no client is
+// refused while they change over.
 func Listen(address string, port int, reusePort bool) (int, error) {
 	ip := netip.IPv6Unspecified()
 	if address != "" {
@@ -42,7 +44,7 @@ func Listen(address string, port int, reusePort bool) (int, error) {
 	} else {
 		sa = &unix.SockaddrInet6{Port: port, Addr: ip.As16()}
 	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return -1, fmt.Errorf("%w: socket: %w", ErrListen, err)
 	}
@@ -88,22 +90,33 @@ type Acceptor struct {
 	nextID    atomic.Uint64
 	stopOnce  sync.Once
 	stopping  atomic.Bool
+	wakefd    int
 }
 
 // NewAcceptor returns an accept stage over already listening sockets.
-func NewAcceptor(listeners []int, cfg AcceptConfig, stats *Stats, log *rateLog) *Acceptor {
-	return &Acceptor{cfg: cfg, listeners: listeners, stats: stats, log: log}
+func NewAcceptor(listeners []int, cfg AcceptConfig, stats *Stats, log *rateLog) (*Acceptor, error) {
+	wakefd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("%w: eventfd: %w", ErrListen, err)
+	}
+	for _, fd := range listeners {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			unix.Close(wakefd)
+			return nil, fmt.Errorf("%w: listening socket %d: %w", ErrListen, fd, err)
+		}
+	}
+	return &Acceptor{cfg: cfg, listeners: listeners, stats: stats, log: log, wakefd: wakefd}, nil
 }
 
-// Stop makes the accept goroutines return: shutdown() on a listening
-// socket wakes a blocked accept(). The sockets themselves are closed too, so
-// a worker that stops no longer takes SO_REUSEPORT's share of new clients.
+// Stop makes the accept goroutines return. It leaves the listening sockets
+// open: they belong to the caller and may already serve a successor (a
+// reload), and connections waiting in their backlog are not reset.
 func (a *Acceptor) Stop() {
 	a.stopOnce.Do(func() {
 		a.stopping.Store(true)
-		for _, fd := range a.listeners {
-			unix.Shutdown(fd, unix.SHUT_RDWR)
-		}
+		var one [8]byte
+		one[0] = 1
+		unix.Write(a.wakefd, one[:])
 	})
 }
 
@@ -120,58 +133,79 @@ func (a *Acceptor) Start(ctx context.Context, out chan<- *Conn) {
 	}()
 	go func() {
 		wg.Wait()
-		for _, fd := range a.listeners {
-			unix.Close(fd)
-		}
+		unix.Close(a.wakefd)
 		close(out)
 	}()
 }
 
+// loop accepts until Stop. It waits in poll() on the listening socket and
+// the stop eventfd rather than in a blocking accept(), because the socket
+// may be shared with other processes (workers, a reload's successor) and
+// must not be shut down to wake us.
 func (a *Acceptor) loop(ctx context.Context, lfd int, out chan<- *Conn) {
-	var init [packet.InitSize]byte
-	for {
+	fds := []unix.PollFd{{Fd: int32(lfd), Events: unix.POLLIN}, {Fd: int32(a.wakefd), Events: unix.POLLIN}}
+	for !a.stopping.Load() {
 		fd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-		if a.stopping.Load() {
-			if err == nil {
-				unix.Close(fd)
-			}
-			return
-		}
 		switch err {
 		case nil:
-		case unix.EINTR, unix.ECONNABORTED, unix.EAGAIN:
-			continue
+			if !a.admit(ctx, fd, sockaddrAddrPort(sa), out) {
+				return
+			}
+		case unix.EAGAIN:
+			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+				glog.Errorf("accept: poll: %v", err)
+				return
+			}
+		case unix.EINTR, unix.ECONNABORTED:
 		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
 			a.log.Warningf("accept", "accept: %v; raise the open files limit or lower max_connections", err)
 			time.Sleep(10 * time.Millisecond)
-			continue
 		default:
 			glog.Errorf("accept: %v", err)
 			return
 		}
-		peer := sockaddrAddrPort(sa)
-		if reason := a.refuse(peer); reason != "" {
-			a.stats.Refused.Add(1)
-			a.log.Warningf(peer.Addr().String(), "refused connection from %s: %s", peer, reason)
-			unix.Close(fd)
-			continue
-		}
-		c := &Conn{ID: a.nextID.Add(1), Peer: peer, fd: fd, InitTime: uint32(time.Now().Unix())}
-		rand.Read(c.IV[:])
-		packet.InitPacket(init[:], c.IV[:], c.InitTime)
-		if n, err := unix.Write(fd, init[:]); n != len(init) {
-			a.log.Warningf(peer.Addr().String(), "closing connection from %s: sending the init packet: wrote %d of %d bytes: %v", peer, n, len(init), err)
-			unix.Close(fd)
-			continue
-		}
-		a.stats.Connections.Add(1)
-		a.stats.Open.Add(1)
-		if !send(ctx, out, c) {
-			unix.Close(fd)
-			a.stats.Open.Add(-1)
-			return
-		}
 	}
+}
+
+// Adopt serves a connection that was accepted elsewhere: inetd's stdin.
+func (a *Acceptor) Adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return false
+	}
+	var peer netip.AddrPort
+	if sa, err := unix.Getpeername(fd); err == nil {
+		peer = sockaddrAddrPort(sa)
+	}
+	return a.admit(ctx, fd, peer, out)
+}
+
+// admit applies the access rules to a new connection, sends its init packet
+// and passes it on. It returns false only when the pipeline is torn down.
+func (a *Acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
+	if reason := a.refuse(peer); reason != "" {
+		a.stats.Refused.Add(1)
+		a.log.Warningf(peer.Addr().String(), "refused connection from %s: %s", peer, reason)
+		unix.Close(fd)
+		return true
+	}
+	c := &Conn{ID: a.nextID.Add(1), Peer: peer, fd: fd, InitTime: uint32(time.Now().Unix())}
+	rand.Read(c.IV[:])
+	var init [packet.InitSize]byte
+	packet.InitPacket(init[:], c.IV[:], c.InitTime)
+	if n, err := unix.Write(fd, init[:]); n != len(init) {
+		a.log.Warningf(peer.Addr().String(), "closing connection from %s: sending the init packet: wrote %d of %d bytes: %v", peer, n, len(init), err)
+		unix.Close(fd)
+		return true
+	}
+	a.stats.Connections.Add(1)
+	a.stats.Open.Add(1)
+	if !send(ctx, out, c) {
+		unix.Close(fd)
+		a.stats.Open.Add(-1)
+		return false
+	}
+	return true
 }
 
 // refuse says why a new connection is not served, or "" to serve it.

@@ -114,7 +114,10 @@ func New(cfg *conf.Config, listeners []int, nofile uint64) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, Stats: NewStats(), log: newRateLog(10*time.Second, 5), cipher: cipher}
-	s.acceptor = NewAcceptor(listeners, AcceptConfig{MaxConnections: MaxConnections(cfg, nofile), Allowed: allowed}, s.Stats, s.log)
+	s.acceptor, err = NewAcceptor(listeners, AcceptConfig{MaxConnections: MaxConnections(cfg, nofile), Allowed: allowed}, s.Stats, s.log)
+	if err != nil {
+		return nil, err
+	}
 	s.emitter = NewEmitter(chain, s.Stats, s.log)
 	s.ctx, s.abort = context.WithCancel(context.Background())
 	return s, nil
@@ -122,14 +125,26 @@ func New(cfg *conf.Config, listeners []int, nofile uint64) (*Server, error) {
 
 // Run starts every stage and blocks until the pipeline has drained: after
 // Shutdown, once every connection has ended and every result was written.
-func (s *Server) Run() error {
+func (s *Server) Run() error { return s.run(-1) }
+
+// ServeOne serves the one connection on fd, as under inetd, and returns once
+// its results are written. The server needs no listening socket for it.
+func (s *Server) ServeOne(fd int) error { return s.run(fd) }
+
+func (s *Server) run(inetdFD int) error {
 	ctx, cfg := s.ctx, s.cfg
-	depth := cfg.QueueSize
+	depth := max(cfg.QueueSize, 1)
 	conns := make(chan *Conn, depth)
 	chunks := make(chan chunk, depth)
 	packets := make(chan Packet, depth)
 	items := make(chan sink.Item, depth)
 
+	if inetdFD >= 0 {
+		// Queued before the accept stage starts, which closes conns as soon as
+		// Shutdown has stopped its (absent) listeners.
+		s.acceptor.Adopt(ctx, inetdFD, conns)
+		s.acceptor.Stop()
+	}
 	s.acceptor.Start(ctx, conns)
 	readCfg := ReadConfig{Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace}
 	if err := StartRead(ctx, conns, chunks, cfg.ReaderThreads, readCfg, s.Stats, s.log); err != nil {

@@ -1,0 +1,678 @@
+package conf
+
+import (
+	"errors"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// dumpValue returns the value Dump shows for name, so that one generic check
+// covers every option's parsing without naming its Go field.
+func dumpValue(t *testing.T, c *Config, name string) string {
+	t.Helper()
+	for _, l := range c.Dump() {
+		if v, ok := strings.CutPrefix(l, name+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("Dump has no line for %s", name)
+	return ""
+}
+
+func TestDefault(t *testing.T) {
+	want := &Config{
+		ServerPort:             5667,
+		MaxPacketAge:           30,
+		DecryptionMethod:       1,
+		LogFacility:            "daemon",
+		DecryptionMode:         1,
+		MaxChecksPerConnection: 5000,
+		ConnectionTimeout:      10,
+		ReaderThreads:          1,
+		QueueSize:              1024,
+		SpoolFileMode:          0o600,
+		Lines:                  map[string]int{},
+	}
+	if got := Default(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Default() =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestTableMatchesConfig guards the one-row-per-option rule: every option
+// field of Config has a row, and every row's documented default is what
+// Default() holds.
+func TestTableMatchesConfig(t *testing.T) {
+	fields := reflect.TypeFor[Config]().NumField() - 3 // File, Lines, Warnings
+	if len(options) != fields {
+		t.Errorf("%d options for %d option fields of Config", len(options), fields)
+	}
+	d := Default()
+	seen := map[string]bool{}
+	for _, o := range Options() {
+		if seen[o.Name] {
+			t.Errorf("option %s listed twice", o.Name)
+		}
+		seen[o.Name] = true
+		if o.Doc == "" {
+			t.Errorf("option %s has no doc", o.Name)
+		}
+		if !slices.Contains([]string{originStock, originNscaFast, originNew}, o.Origin) {
+			t.Errorf("option %s has origin %q", o.Name, o.Origin)
+		}
+		if got := byName[o.Name].kind.text(d); got != o.Default {
+			t.Errorf("option %s: table default %q, Default() holds %q", o.Name, o.Default, got)
+		}
+	}
+}
+
+// TestOptionValues parses one line per case and checks the effective value
+// (through Dump) or the error. Every option has valid and invalid cases.
+func TestOptionValues(t *testing.T) {
+	type tc struct {
+		value string // after "name="
+		want  string // Dump's value on success
+		err   string // substring of the error; "" for success
+	}
+	bad := func(value, err string) tc { return tc{value: value, err: err} }
+	ok := func(value, want string) tc { return tc{value: value, want: want} }
+	notInt := "is not a decimal integer"
+	nul := "contains a NUL byte"
+	boolCases := []tc{ok("1", "1"), ok("0", "0"), ok("7", "1"), ok("-1", "0"), ok(" 1\t", "1"),
+		bad("yes", notInt), bad("1x", notInt), bad("true", notInt)}
+	textCases := []tc{ok("/a/b", "/a/b"), ok("x y ", `"x y "`), ok(" lead", `" lead"`), bad("a\x00b", nul)}
+	cases := map[string][]tc{
+		"pid_file": textCases,
+		"server_port": {ok("1", "1"), ok("65535", "65535"), ok(" 5668 ", "5668"), ok("\t80", "80"),
+			ok("+22", "22"), ok("0010", "10"), bad("0", "must be at least 1"),
+			bad("65536", "cannot be greater than 65535"), bad("-1", "must be at least 1"),
+			bad("5667abc", notInt), bad("0x10", notInt), bad("1_000", notInt), bad("1e3", notInt),
+			bad(" ", notInt), bad("99999999999999999999", "out of range")},
+		"server_address": {ok("127.0.0.1", "127.0.0.1"), ok("::1", "::1"), ok("nagios.example", "nagios.example"),
+			bad("\x00", nul)},
+		"nsca_user":           textCases,
+		"nsca_group":          textCases,
+		"nsca_chroot":         textCases,
+		"debug":               boolCases,
+		"command_file":        textCases,
+		"alternate_dump_file": textCases,
+		"aggregate_writes":    boolCases,
+		"append_to_file":      boolCases,
+		"max_packet_age": {ok("0", "0"), ok("900", "900"), ok("45", "45"),
+			bad("901", "max_packet_age=901 cannot be greater than 900 seconds"),
+			bad("-1", "cannot be negative"), bad("30s", notInt)},
+		"password": {ok("s3cret", "********"), ok(" ", "********"),
+			ok(strings.Repeat("p", 511), "********"),
+			bad(strings.Repeat("p", 512), "password is too long: 512 bytes, at most 511"),
+			bad("a\x00", nul)},
+		"decryption_method": {ok("0", "0"), ok("1", "1"), ok("3", "3"), ok("14", "14"), ok("26", "26"),
+			ok(" 8 ", "8"), bad("13", "decryption_method=13 is not a decryption method; use one of 0 none, 1 xor"),
+			bad("17", "is not a decryption method"), bad("18", "is not a decryption method"),
+			bad("21", "is not a decryption method"), bad("27", "is not a decryption method"),
+			bad("-1", "is not a decryption method"), bad("des", notInt),
+			bad("7", "decryption_method=7 (threeway) is unusable: "+whyBlock+"; send_nsca cannot use it either"),
+			bad("12", "decryption_method=12 (arcfour) is unusable: a stream cipher, libmcrypt cannot open it "+
+				"in 8-bit cfb mode; send_nsca cannot use it either"),
+			bad("19", "(wake) is unusable: "+whyStream), bad("22", "(enigma) is unusable: "+whyStream),
+			bad("24", "(safer-sk64) is unusable: "+whyBlock), bad("25", "(safer-sk128) is unusable: "+whyBlock)},
+		"log_facility": {ok("daemon", "daemon"), ok("local7", "local7"), ok("lpr", "lpr"), ok("authpriv", "authpriv"),
+			bad("lrp", "misspelling of lpr"), bad("Daemon", "is not a syslog facility"),
+			bad("local8", "is not a syslog facility"), bad("daemon ", `log_facility="daemon " is not a syslog facility`)},
+		"check_result_path": append(textCases,
+			// Writability belongs to the sink at startup, not to the parser.
+			ok("/nonexistent/spool", "/nonexistent/spool")),
+		"strict_mode_spoofing": boolCases,
+		"decryption_mode":      {ok("0", "0"), ok("1", "1"), bad("2", "cannot be greater than 1"), bad("-1", "cannot be negative")},
+		"nsca_workers":         {ok("0", "0"), ok("100", "100"), bad("101", "cannot be greater than 100"), bad("x", notInt)},
+		"nsca_threads_per_worker": {ok("0", "0"), ok("1000", "1000"), bad("1001", "cannot be greater than 1000"),
+			bad("-5", "cannot be negative")},
+		"max_checks_per_connection": {ok("0", "0"), ok("1", "1"), ok("1000000000", "1000000000"),
+			bad("-1", "cannot be negative"), bad("many", notInt)},
+		"max_packet_age_enabled": boolCases,
+		"check_result_path_max_files": {ok("0", "0"), ok("100000", "100000"), bad("-1", "cannot be negative"),
+			bad("1k", notInt)},
+		"dir_stats": boolCases,
+		"connection_timeout": {ok("1", "1"), ok("3600", "3600"), bad("0", "connection_timeout=0 must be at least 1:"),
+			bad("3601", "cannot be greater than 3600 seconds"), bad("10s", notInt)},
+		"max_connections": {ok("0", "0"), ok("20000", "20000"), bad("-1", "cannot be negative"), bad("1.5", notInt)},
+		"reader_threads": {ok("1", "1"), ok("64", "64"), bad("0", "must be at least 1"),
+			bad("65", "cannot be greater than 64")},
+		"queue_size": {ok("1", "1"), ok("1000000", "1000000"), bad("0", "must be at least 1"),
+			bad("1000001", "cannot be greater than 1000000")},
+		"allowed_hosts": {ok("127.0.0.1", "127.0.0.1"), ok("10.0.0.0/8, ::1 ,2001:db8::/32", "10.0.0.0/8, ::1 ,2001:db8::/32"),
+			ok(" 10.0.0.1\t", `" 10.0.0.1\t"`),
+			bad("10.0.0.256", "allowed_hosts=10.0.0.256 has a bad entry 10.0.0.256"),
+			bad("10.0.0.1,,10.0.0.2", `has a bad entry "": empty entry`),
+			bad("10.0.0.1,nagios.example", "has a bad entry nagios.example"),
+			bad("10.0.0.0/33", "has a bad entry 10.0.0.0/33"),
+			bad("fe80::1%eth0", "zoned addresses are not supported"), bad(",", "empty entry")},
+		"spool_file_mode": {ok("0600", "0600"), ok("644", "0644"), ok("0", "0000"), ok(" 0640 ", "0640"),
+			ok("0777", "0777"), bad("01777", "has bits beyond 0777"), bad("0800", "is not an octal number"),
+			bad("rw", "is not an octal number"), bad("-1", "is not an octal number")},
+	}
+	for _, o := range options {
+		var valid, invalid int
+		for _, c := range cases[o.name] {
+			if c.err == "" {
+				valid++
+			} else {
+				invalid++
+			}
+		}
+		if valid == 0 || invalid == 0 {
+			t.Errorf("option %s: %d valid and %d invalid cases; want some of each", o.name, valid, invalid)
+		}
+	}
+	for name, list := range cases {
+		if byName[name] == nil {
+			t.Errorf("cases for unknown option %s", name)
+		}
+		for _, c := range list {
+			line := "# test\n" + name + "=" + c.value + "\n"
+			got, err := Parse("t.cfg", []byte(line))
+			switch {
+			case c.err == "" && err != nil:
+				t.Errorf("%q: %v", line, err)
+			case c.err == "" && dumpValue(t, got, name) != c.want:
+				t.Errorf("%q: Dump shows %s, want %s", line, dumpValue(t, got, name), c.want)
+			case c.err == "" && got.Lines[name] != 2:
+				t.Errorf("%q: Lines[%s] = %d, want 2", line, name, got.Lines[name])
+			case c.err == "" && len(got.Warnings) != 0:
+				t.Errorf("%q: warnings %q", line, got.Warnings)
+			case c.err != "" && err == nil:
+				t.Errorf("%q: no error, want %q", line, c.err)
+			case c.err != "":
+				if !errors.Is(err, ErrBadValue) || !strings.HasPrefix(err.Error(), "conf: t.cfg:2: "+name) ||
+					!strings.Contains(err.Error(), c.err) {
+					t.Errorf("%q: error %q, want ErrBadValue at t.cfg:2 containing %q", line, err, c.err)
+				}
+				if name == "password" && strings.Contains(err.Error(), "ppp") {
+					t.Errorf("error shows the password: %v", err)
+				}
+			}
+		}
+	}
+}
+
+// TestFields checks that each option lands in its own Config field, with a
+// file that sets every option to something other than its default.
+func TestFields(t *testing.T) {
+	file := `pid_file=/p
+server_port=1234
+server_address=10.1.2.3
+nsca_user=u
+nsca_group=g
+nsca_chroot=/ch
+debug=1
+command_file=/cmd
+alternate_dump_file=/dump
+aggregate_writes=1
+append_to_file=1
+max_packet_age=60
+password=pw
+decryption_method=14
+log_facility=local3
+check_result_path=/spool
+strict_mode_spoofing=1
+decryption_mode=0
+nsca_workers=3
+nsca_threads_per_worker=4
+max_checks_per_connection=5
+max_packet_age_enabled=1
+check_result_path_max_files=6
+dir_stats=1
+connection_timeout=7
+max_connections=8
+reader_threads=9
+queue_size=10
+allowed_hosts=10.0.0.0/8
+spool_file_mode=0640
+`
+	c, err := Parse("f.cfg", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		File: "f.cfg", PidFile: "/p", ServerPort: 1234, ServerAddress: "10.1.2.3", User: "u", Group: "g",
+		Chroot: "/ch", Debug: true, CommandFile: "/cmd", AlternateDumpFile: "/dump", AggregateWrites: true,
+		AppendToFile: true, MaxPacketAge: 60, Password: "pw", DecryptionMethod: 14, LogFacility: "local3",
+		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, ThreadsPerWorker: 4,
+		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: true,
+		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",
+		SpoolFileMode: 0o640, Lines: map[string]int{},
+	}
+	for i, o := range options {
+		want.Lines[o.name] = i + 1
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got\n%+v\nwant\n%+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+// TestErrors checks every kind of parse error with its exact message, so
+// that file:line points at the offending line.
+func TestErrors(t *testing.T) {
+	cases := []struct {
+		name, file string
+		sentinel   error
+		msg        string
+	}{
+		{"no equals", "# c\n\nserver_port=5667\nbogus\n", ErrSyntax,
+			`conf: x.cfg:4: no "=" on this line (expected name=value): syntax error`},
+		{"indented comment", "server_port=5667\n  # not a comment\n", ErrSyntax,
+			`conf: x.cfg:2: no "=" on this line (expected name=value): syntax error`},
+		{"blank with spaces", "debug=1\n \n", ErrSyntax,
+			`conf: x.cfg:2: no "=" on this line (expected name=value): syntax error`},
+		{"no name", "\n=5667", ErrSyntax, `conf: x.cfg:2: no option name before "=": syntax error`},
+		{"no value", "#\n#\nserver_port=", ErrSyntax,
+			`conf: x.cfg:3: server_port: no value after "=" (comment the line out to keep the default): syntax error`},
+		{"no value for unknown", "nonsense=\n", ErrSyntax,
+			`conf: x.cfg:1: nonsense: no value after "=" (comment the line out to keep the default): syntax error`},
+		{"unknown", "debug=0\n\nfoo=bar\n", ErrUnknownOption, `conf: x.cfg:3: option foo: unknown option`},
+		{"unknown, case", "Debug=1\n", ErrUnknownOption, `conf: x.cfg:1: option Debug: unknown option`},
+		{"blanks around =", "server_port = 5667\n", ErrUnknownOption,
+			`conf: x.cfg:1: option "server_port " (blanks around "=" are not allowed; write server_port=value): unknown option`},
+		{"byte order mark", "\ufeffserver_port=5667\n", ErrUnknownOption,
+			`conf: x.cfg:1: option "\ufeffserver_port" (the file starts with a byte order mark; save it without one): unknown option`},
+		{"stock substring match", "my_command_file=/x\n", ErrUnknownOption,
+			`conf: x.cfg:1: option my_command_file: unknown option`},
+		{"bad value", "debug=0\ndebug=1\nserver_port=http\n", ErrBadValue,
+			`conf: x.cfg:3: server_port=http is not a decimal integer: bad value`},
+		{"first error wins", "a\nfoo=1\n", ErrSyntax,
+			`conf: x.cfg:1: no "=" on this line (expected name=value): syntax error`},
+		{"method", "decryption_method=12\n", ErrBadValue,
+			"conf: x.cfg:1: decryption_method=12 (arcfour) is unusable: a stream cipher, libmcrypt cannot open it " +
+				"in 8-bit cfb mode; send_nsca cannot use it either: bad value"},
+		{"packet age", "max_packet_age=901", ErrBadValue,
+			"conf: x.cfg:1: max_packet_age=901 cannot be greater than 900 seconds: bad value"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Parse("x.cfg", []byte(c.file))
+			if err == nil {
+				t.Fatalf("no error; config %+v", got)
+			}
+			if got != nil {
+				t.Errorf("config returned with an error")
+			}
+			if !errors.Is(err, c.sentinel) {
+				t.Errorf("error %v does not wrap %v", err, c.sentinel)
+			}
+			if err.Error() != c.msg {
+				t.Errorf("error\n%s\nwant\n%s", err, c.msg)
+			}
+		})
+	}
+}
+
+func TestSyntax(t *testing.T) {
+	file := "# a comment\n" +
+		"\n" +
+		"#server_port=1\n" +
+		"password=a=b==c\n" +
+		"command_file=/x#y \n" +
+		"server_port=1111\n" +
+		"debug=1\n" +
+		"server_port=2222\n" +
+		"debug=0" // no final newline
+	c, err := Parse("s.cfg", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Password != "a=b==c" {
+		t.Errorf("password %q: the value runs from the first '='", c.Password)
+	}
+	if c.CommandFile != "/x#y " {
+		t.Errorf("command_file %q: '#' and trailing blank are part of the value", c.CommandFile)
+	}
+	if c.ServerPort != 2222 || c.Lines["server_port"] != 8 {
+		t.Errorf("server_port %d on line %d: the later line wins", c.ServerPort, c.Lines["server_port"])
+	}
+	if c.Debug || c.Lines["debug"] != 9 {
+		t.Errorf("debug %v on line %d: the later line wins", c.Debug, c.Lines["debug"])
+	}
+	if _, set := c.Lines["pid_file"]; set {
+		t.Errorf("Lines holds an option that was not set")
+	}
+	if c.File != "s.cfg" || len(c.Warnings) != 0 {
+		t.Errorf("File %q, warnings %q", c.File, c.Warnings)
+	}
+	if c, err := Parse("e.cfg", nil); err != nil || !reflect.DeepEqual(c.Dump(), Default().Dump()) {
+		t.Errorf("an empty file should give the defaults: %v", err)
+	}
+}
+
+func TestPasswordVerbatim(t *testing.T) {
+	for _, pw := range []string{"secret ", "  two leading", "tab\tinside\t", "#hash", "ünïcödé", " "} {
+		c, err := Parse("p.cfg", []byte("password="+pw+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Password != pw {
+			t.Errorf("password %q, want %q", c.Password, pw)
+		}
+	}
+}
+
+func TestCRLF(t *testing.T) {
+	file := "# comment\r\nserver_port=5668\r\npassword=pw\r\n\r\ncommand_file=/cmd\n"
+	c, err := Parse("w.cfg", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ServerPort != 5668 {
+		t.Errorf("server_port %d: a numeric value ignores the carriage return", c.ServerPort)
+	}
+	if c.Password != "pw\r" {
+		t.Errorf("password %q: stock keeps the carriage return in the value", c.Password)
+	}
+	if len(c.Warnings) != 3 {
+		t.Fatalf("warnings %q, want 3", c.Warnings)
+	}
+	for i, prefix := range []string{"conf: w.cfg:2: server_port: ", "conf: w.cfg:3: password: ", "conf: w.cfg:4: "} {
+		if !strings.HasPrefix(c.Warnings[i], prefix) || !strings.Contains(c.Warnings[i], "carriage return") {
+			t.Errorf("warning %q, want prefix %q and the cause", c.Warnings[i], prefix)
+		}
+	}
+	if strings.Contains(strings.Join(c.Warnings, "\n"), "pw") {
+		t.Errorf("a warning shows the password: %q", c.Warnings)
+	}
+}
+
+func TestMaxPacketAgeWithoutEnabledIsQuiet(t *testing.T) {
+	c, err := Parse("a.cfg", []byte("max_packet_age=60\nmax_packet_age_enabled=0\ncommand_file=/c\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 || c.Validate() != nil {
+		t.Errorf("stock behaviour must not warn: %q %v", c.Warnings, c.Validate())
+	}
+}
+
+func TestDump(t *testing.T) {
+	d := Default()
+	lines := d.Dump()
+	if len(lines) != len(options) {
+		t.Fatalf("%d lines for %d options", len(lines), len(options))
+	}
+	for i, o := range options {
+		if !strings.HasPrefix(lines[i], o.name+"=") {
+			t.Errorf("line %d is %q, want option %s (table order)", i, lines[i], o.name)
+		}
+	}
+	if v := dumpValue(t, d, "password"); v != "(empty)" {
+		t.Errorf("empty password shown as %q", v)
+	}
+	if v := dumpValue(t, d, "pid_file"); v != `""` {
+		t.Errorf("empty string shown as %q", v)
+	}
+	c, err := Parse("d.cfg", []byte("password=hunter2 \ncommand_file=/a b\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(c.Dump(), "\n")
+	if strings.Contains(all, "hunter2") || !strings.Contains(all, "\npassword=********\n") {
+		t.Errorf("password not masked:\n%s", all)
+	}
+	if !strings.Contains(all, "\ncommand_file=\"/a b\\r\"\n") {
+		t.Errorf("a carriage return should be shown quoted:\n%s", all)
+	}
+	if !strings.Contains(all, "\nspool_file_mode=0600") || !strings.Contains(all, "\ndebug=0\n") {
+		t.Errorf("modes are octal, flags 0/1:\n%s", all)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name     string
+		file     string
+		modify   func(*Config)
+		sentinel error
+		msg      string // substring; "" = valid
+	}{
+		{name: "command file", file: "command_file=/c"},
+		{name: "spool only", file: "check_result_path=/s\ncheck_result_path_max_files=10"},
+		{name: "both sinks", file: "command_file=/c\ncheck_result_path=/s"},
+		{name: "age enabled", file: "command_file=/c\nmax_packet_age_enabled=1\nmax_packet_age=5"},
+		{name: "no sink", file: "debug=1", sentinel: ErrConflict,
+			msg: "conf: v.cfg: no sink: set command_file or check_result_path: conflicting options"},
+		{name: "cap without spool", file: "command_file=/c\n#\ncheck_result_path_max_files=10", sentinel: ErrConflict,
+			msg: "conf: v.cfg:3: check_result_path_max_files=10 caps a spool that is not configured"},
+		{name: "age 0 enabled", file: "command_file=/c\nmax_packet_age=0\nmax_packet_age_enabled=1", sentinel: ErrConflict,
+			msg: "conf: v.cfg:3: max_packet_age_enabled=1 with max_packet_age=0 is ambiguous"},
+		{name: "override out of range", file: "command_file=/c\nnsca_workers=5",
+			modify: func(c *Config) { c.Workers = 101 }, sentinel: ErrBadValue,
+			msg: "conf: v.cfg:2: nsca_workers=101 cannot be greater than 100: bad value"},
+		{name: "override never set", file: "command_file=/c",
+			modify: func(c *Config) { c.ThreadsPerWorker = -1 }, sentinel: ErrBadValue,
+			msg: "conf: v.cfg: nsca_threads_per_worker=-1 cannot be negative: bad value"},
+		{name: "method set in code", file: "command_file=/c",
+			modify: func(c *Config) { c.DecryptionMethod = 25 }, sentinel: ErrBadValue,
+			msg: "decryption_method=25 (safer-sk128) is unusable"},
+		{name: "password set in code", file: "command_file=/c",
+			modify: func(c *Config) { c.Password = strings.Repeat("q", 600) }, sentinel: ErrBadValue,
+			msg: "conf: v.cfg: password is too long: 600 bytes, at most 511: bad value"},
+		{name: "hosts set in code", file: "command_file=/c",
+			modify: func(c *Config) { c.AllowedHosts = "1.2.3.4/40" }, sentinel: ErrBadValue,
+			msg: "allowed_hosts=1.2.3.4/40 has a bad entry 1.2.3.4/40"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse("v.cfg", []byte(c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.modify != nil {
+				c.modify(cfg)
+			}
+			err = cfg.Validate()
+			switch {
+			case c.msg == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case c.msg == "":
+			case err == nil:
+				t.Errorf("Validate accepted it; want %q", c.msg)
+			case !errors.Is(err, c.sentinel) || !strings.Contains(err.Error(), c.msg):
+				t.Errorf("Validate: %v; want %v containing %q", err, c.sentinel, c.msg)
+			}
+		})
+	}
+	if err := Default().Validate(); err == nil || !strings.HasPrefix(err.Error(), "conf: defaults: no sink") {
+		t.Errorf("Default().Validate() = %v", err)
+	}
+}
+
+func TestMethods(t *testing.T) {
+	usable := []int{0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 14, 15, 16, 20, 23, 26}
+	unusable := map[int]string{7: whyBlock, 24: whyBlock, 25: whyBlock, 12: whyStream, 19: whyStream, 22: whyStream}
+	names := map[int]string{0: "none", 1: "xor", 2: "des", 3: "tripledes", 4: "cast-128", 5: "cast-256",
+		6: "xtea", 7: "threeway", 8: "blowfish", 9: "twofish", 10: "loki97", 11: "rc2", 12: "arcfour",
+		14: "rijndael-128", 15: "rijndael-192", 16: "rijndael-256", 19: "wake", 20: "serpent", 22: "enigma",
+		23: "gost", 24: "safer-sk64", 25: "safer-sk128", 26: "saferplus"}
+	for n := -2; n <= 30; n++ {
+		m, ok := MethodByNumber(n)
+		name, known := names[n]
+		if ok != known {
+			t.Errorf("MethodByNumber(%d) ok = %v", n, ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		want := Method{Number: n, Name: name, Usable: unusable[n] == "", Why: unusable[n]}
+		if m != want {
+			t.Errorf("MethodByNumber(%d) = %+v, want %+v", n, m, want)
+		}
+	}
+	var got []int
+	for _, m := range UsableMethods() {
+		got = append(got, m.Number)
+	}
+	if !slices.Equal(got, usable) {
+		t.Errorf("UsableMethods() numbers %v, want %v", got, usable)
+	}
+	UsableMethods()[0].Name = "changed"
+	if UsableMethods()[0].Name != "none" {
+		t.Errorf("UsableMethods shares its backing array")
+	}
+	c := Default()
+	c.DecryptionMethod = 8
+	if m := c.Method(); m.Name != "blowfish" || !m.Usable {
+		t.Errorf("Method() = %+v", m)
+	}
+	c.DecryptionMethod = 13
+	if m := c.Method(); m.Usable || m.Number != 13 || m.Name != "invalid" {
+		t.Errorf("Method() for 13 = %+v", m)
+	}
+}
+
+func TestAllowedPrefixes(t *testing.T) {
+	c := Default()
+	if p, err := c.AllowedPrefixes(); p != nil || err != nil {
+		t.Errorf("empty allowed_hosts: %v, %v; want nil (everyone)", p, err)
+	}
+	c.AllowedHosts = "10.1.2.3, 192.168.7.9/16 ,::1,2001:db8::/32,::ffff:10.9.9.9\r"
+	p, err := c.AllowedPrefixes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32"), netip.MustParsePrefix("192.168.0.0/16"),
+		netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("10.9.9.9/32")}
+	if !slices.Equal(p, want) {
+		t.Errorf("prefixes %v, want %v", p, want)
+	}
+	c.AllowedHosts = "10.0.0.1,bogus"
+	if _, err := c.AllowedPrefixes(); !errors.Is(err, ErrBadValue) || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("bad entry: %v", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.cfg")
+	if _, err := Load(missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) ||
+		!strings.HasPrefix(err.Error(), "conf: ") {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("Load of a directory: %v", err)
+	}
+	for _, tc := range []struct {
+		body string
+		perm os.FileMode
+		warn bool
+	}{
+		{"command_file=/c\npassword=x\n", 0o600, false},
+		{"command_file=/c\npassword=x\n", 0o640, false},
+		{"command_file=/c\npassword=x\n", 0o644, true},
+		{"command_file=/c\n", 0o644, false},
+	} {
+		path := filepath.Join(dir, "t.cfg")
+		if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tc.perm); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := len(c.Warnings) == 1 && strings.HasPrefix(c.Warnings[0], "conf: "+path+":2: password: ")
+		if warned != tc.warn || len(c.Warnings) > 1 {
+			t.Errorf("%q mode %04o: warnings %q", tc.body, tc.perm, c.Warnings)
+		}
+		if c.File != path {
+			t.Errorf("File %q, want %q", c.File, path)
+		}
+	}
+	bad := filepath.Join(dir, "bad.cfg")
+	if err := os.WriteFile(bad, []byte("debug=1\nbogus\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad); !errors.Is(err, ErrSyntax) || !strings.HasPrefix(err.Error(), "conf: "+bad+":2: ") {
+		t.Errorf("Load of a bad file: %v", err)
+	}
+}
+
+// TestSample keeps the shipped nsca.cfg loadable, complete and honest about
+// defaults.
+func TestSample(t *testing.T) {
+	c, err := Load("nsca.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings: %q", c.Warnings)
+	}
+	want := map[string]any{"CommandFile": "/var/lib/nagios4/rw/nagios.cmd", "PidFile": "/run/nsca.pid",
+		"ServerPort": 5667, "User": "nagios", "Group": "nagios", "DecryptionMethod": 1}
+	v := reflect.ValueOf(c).Elem()
+	for f, w := range want {
+		if got := v.FieldByName(f).Interface(); got != w {
+			t.Errorf("%s = %v, want %v", f, got, w)
+		}
+	}
+	data, err := os.ReadFile("nsca.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "\n" + string(data)
+	deliberate := map[string]bool{"pid_file": true, "nsca_user": true, "nsca_group": true,
+		"command_file": true, "alternate_dump_file": true}
+	d := Default()
+	for _, o := range options {
+		if !strings.Contains(text, "\n"+o.name+"=") && !strings.Contains(text, "\n#"+o.name+"=") {
+			t.Errorf("sample has no line for %s", o.name)
+		}
+		if !strings.Contains(text, "\n# "+o.name+":") && !strings.Contains(text, "\n# "+o.name+", ") &&
+			!strings.Contains(text, ", "+o.name+":") {
+			t.Errorf("sample does not explain %s", o.name)
+		}
+		if _, set := c.Lines[o.name]; set && !deliberate[o.name] && o.kind.text(c) != o.kind.text(d) {
+			t.Errorf("sample sets %s=%s, but its default is %s", o.name, o.kind.text(c), o.kind.text(d))
+		}
+	}
+}
+
+func TestEmbedded(t *testing.T) {
+	c := Embedded()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings: %q", c.Warnings)
+	}
+	want := Default()
+	want.File = EmbeddedFile
+	want.ServerAddress = "127.0.0.1"
+	want.CommandFile = "var/nsca.cmd"
+	want.AlternateDumpFile = "var/nsca.dump"
+	want.PidFile = "var/nsca.pid"
+	want.Lines = c.Lines
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Embedded() =\n%+v\nwant\n%+v", c, want)
+	}
+	for _, name := range []string{"server_address", "server_port", "command_file", "alternate_dump_file",
+		"pid_file", "decryption_method", "debug"} {
+		if c.Lines[name] == 0 {
+			t.Errorf("default.cfg does not set %s explicitly", name)
+		}
+	}
+	for _, name := range []string{"password", "check_result_path"} {
+		if c.Lines[name] != 0 {
+			t.Errorf("default.cfg sets %s", name)
+		}
+	}
+}

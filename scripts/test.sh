@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: formatting, vet, unit tests, black-box tests
+# against the built binary with the real send_nsca, and short fuzz runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+export PATH="$PATH:/usr/local/go/bin"
+bash scripts/build.sh
+unformatted=$(gofmt -l src cgo stages conf tests scripts 2>/dev/null || true)
+if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
+go vet ./...
+NSCA_BIN="$PWD/nsca" go test -count=1 -timeout 20m ./...
+fuzztime="${FUZZTIME:-10s}"
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$fuzztime" ./conf
+go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime "$fuzztime" ./stages/packet
