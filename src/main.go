@@ -11,15 +11,17 @@ import (
 	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages"
+	"nsca_fast/stages/proc"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -95,7 +97,7 @@ func run(args []string) int {
 	}
 	switch {
 	case o.help:
-		fmt.Fprintf(os.Stdout, "Usage: nsca [-c FILE] [-f] [-d] [-n MAX_WORKERS] [-t THREADS] [--pprof ADDR] [--check-config]\nnsca_fast %s, a drop-in replacement for the Nagios NSCA daemon.\n\n", Version)
+		fmt.Fprintf(os.Stdout, "Usage: nsca [-c FILE] [-f] [-d] [-n MAX_WORKERS] [-t THREADS] [--inetd] [--pprof ADDR] [--check-config]\nnsca_fast %s, a drop-in replacement for the Nagios NSCA daemon.\n\n", Version)
 		fs.SetOutput(os.Stdout)
 		fs.PrintDefaults()
 		return 0
@@ -108,16 +110,16 @@ func run(args []string) int {
 	}
 	setupLogging()
 	defer glog.Flush()
+	worker := proc.WorkerFromEnv()
 
 	cfg, err := loadConfig(o)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
-	if cfg.Debug || o.verbose || o.checkOnly {
+	if (cfg.Debug || o.checkOnly) && worker == nil {
 		for _, line := range cfg.Dump() {
 			if o.checkOnly {
 				fmt.Println(line)
@@ -128,12 +130,11 @@ func run(args []string) int {
 	}
 	if o.checkOnly {
 		if err := stages.CheckCipher(stages.CipherOf(cfg)); err != nil {
-			fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
-			return 1
+			return fail(err)
 		}
 		return 0
 	}
-	if o.pprofAddr != "" {
+	if o.pprofAddr != "" && worker == nil {
 		go func() {
 			glog.Infof("pprof on http://%s/debug/pprof/", o.pprofAddr)
 			if err := http.ListenAndServe(o.pprofAddr, nil); err != nil {
@@ -141,7 +142,32 @@ func run(args []string) int {
 			}
 		}()
 	}
-	return serve(cfg)
+	switch {
+	case worker != nil:
+		return runWorker(cfg, worker)
+	case o.inetd:
+		return runInetd(o, cfg)
+	case !o.foreground && !proc.Detached():
+		return proc.Detach(args)
+	}
+	if proc.Detached() {
+		if err := proc.StderrToSyslog(cfg.LogFacility); err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.Workers > 0 {
+		return runSupervisor(o, args, cfg)
+	}
+	return runSingle(o, cfg)
+}
+
+// fail reports a start-up error on stderr and, for a detached daemon, to the
+// parent still waiting on the terminal.
+func fail(err error) int {
+	fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
+	glog.Flush()
+	proc.ReportStarted(err)
+	return 1
 }
 
 // setupLogging sends glog to stderr unless the operator chose otherwise.
@@ -157,7 +183,7 @@ func isSet(name string) bool {
 	return f != nil && f.Value.String() != f.DefValue
 }
 
-// loadConfig reads -c FILE or the embedded default and applies -n and -t.
+// loadConfig reads -c FILE or the embedded default and applies -n, -t, -d.
 func loadConfig(o *options) (*conf.Config, error) {
 	var cfg *conf.Config
 	if o.configFile == "" {
@@ -180,54 +206,296 @@ func loadConfig(o *options) (*conf.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// serve runs the pipeline in this process until SIGTERM or SIGINT.
-func serve(cfg *conf.Config) int {
-	lfd, err := stages.Listen(cfg.ServerAddress, cfg.ServerPort, cfg.Workers > 0)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
-		return 1
-	}
+func nofile() uint64 {
 	var rl unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
-	srv, err := stages.New(cfg, []int{lfd}, rl.Cur)
-	if err != nil {
-		unix.Close(lfd)
-		fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
-		return 1
+	return rl.Cur
+}
+
+// listeners returns systemd's sockets, or n new ones bound as the config says.
+func listeners(cfg *conf.Config, n int) ([]int, error) {
+	if fds := proc.ActivatedListeners(); len(fds) > 0 {
+		glog.Infof("using %d socket(s) from systemd socket activation", len(fds))
+		return fds, nil
 	}
-	if cfg.PidFile != "" {
-		if err := os.WriteFile(cfg.PidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-			fmt.Fprintf(os.Stderr, "nsca: pid_file: %v\n", err)
-			return 1
+	var fds []int
+	for range max(n, 1) {
+		fd, err := stages.Listen(cfg.ServerAddress, cfg.ServerPort, n > 0)
+		if err != nil {
+			return nil, err
 		}
-		defer os.Remove(cfg.PidFile)
+		fds = append(fds, fd)
 	}
+	return fds, nil
+}
+
+// dropPrivileges enters nsca_chroot and becomes nsca_user/nsca_group, after
+// the sockets are bound, as stock does.
+func dropPrivileges(cfg *conf.Config) error {
+	id, err := proc.ResolveIdentity(cfg.User, cfg.Group)
+	if err != nil {
+		return err
+	}
+	return proc.Drop(cfg.Chroot, id)
+}
+
+// signals delivers the signals the daemon acts on.
+func signals() chan os.Signal {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	return sigs
+}
+
+// runSingle serves in this process (nsca_workers=0). SIGHUP builds a new
+// server from the re-read configuration on the same listening socket and
+// lets the old one drain, so reloading refuses no client.
+func runSingle(o *options, cfg *conf.Config) int {
+	lfds, err := listeners(cfg, 0)
+	if err != nil {
+		return fail(err)
+	}
+	pid, err := acquirePidFile(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer pid.Remove()
+	if err := dropPrivileges(cfg); err != nil {
+		return fail(err)
+	}
+	srv, err := stages.New(cfg, lfds, nofile())
+	if err != nil {
+		return fail(err)
+	}
+	var running sync.WaitGroup
+	start := func(s *stages.Server) {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			if err := s.Run(); err != nil {
+				glog.Errorf("%v", err)
+			}
+		}()
+	}
+	start(srv)
+	announce(cfg, "")
+	proc.ReportStarted(nil)
+	proc.Notify("READY=1")
+	sigs := signals()
+	stopping := false
+	for sig := range sigs {
+		switch {
+		case sig == syscall.SIGHUP && !stopping:
+			proc.Notify(proc.Reloading())
+			next, err := reloadServer(o, lfds)
+			if err != nil {
+				glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+			} else {
+				start(next)
+				srv.Shutdown()
+				srv = next
+				glog.Infof("SIGHUP: configuration reloaded; the previous server drains its connections")
+			}
+			proc.Notify("READY=1")
+		case sig == syscall.SIGHUP:
+		case !stopping:
+			stopping = true
+			proc.Notify("STOPPING=1")
+			glog.Infof("%v: stopping: no new connections, draining the pipeline", sig)
+			srv.Shutdown()
+			go func() {
+				running.Wait()
+				close(sigs)
+			}()
+		default:
+			glog.Warningf("%v again: aborting the drain", sig)
+			srv.Abort()
+		}
+	}
+	return 0
+}
+
+// reloadServer builds a server from the configuration as it is now on disk.
+func reloadServer(o *options, lfds []int) (*stages.Server, error) {
+	cfg, err := loadConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		glog.Warning(w)
+	}
+	return stages.New(cfg, lfds, nofile())
+}
+
+// runWorker is one worker process of a supervisor: the whole pipeline on the
+// listening socket it inherited, reporting to the supervisor.
+func runWorker(cfg *conf.Config, w *proc.Worker) int {
+	if err := dropPrivileges(cfg); err != nil {
+		return fail(err)
+	}
+	srv, err := stages.New(cfg, []int{w.Listener()}, nofile())
+	if err != nil {
+		return fail(err)
+	}
+	srv.LogStats = false
+	sigs := signals()
+	signal.Ignore(syscall.SIGHUP) // the supervisor reloads by replacing workers
+	proc.OrphanWatch(func() {
+		glog.Errorf("worker %d: the supervisor is gone; stopping", w.Slot)
+		srv.Shutdown()
+	})
 	go func() {
 		stopping := false
 		for sig := range sigs {
-			switch {
-			case sig == syscall.SIGHUP:
-				glog.Warning("SIGHUP: reloading the configuration needs a restart in this version; ignored")
-			case !stopping:
-				stopping = true
-				glog.Infof("%v: stopping: no new connections, draining the pipeline", sig)
-				srv.Shutdown()
-			default:
-				glog.Warningf("%v again: aborting the drain", sig)
-				srv.Abort()
+			if sig == syscall.SIGHUP {
+				continue
 			}
+			if stopping {
+				srv.Abort()
+				continue
+			}
+			stopping = true
+			srv.Shutdown()
 		}
 	}()
-	m := cfg.Method()
-	glog.Infof("nsca_fast %s listening on %s port %d, decryption_method=%d (%s), decryption_mode=%d, %d decrypt goroutines",
-		Version, orAll(cfg.ServerAddress), cfg.ServerPort, m.Number, m.Name, cfg.DecryptionMode, stages.Threads(cfg))
-	if err := srv.Run(); err != nil {
+	stop := make(chan struct{})
+	reported := make(chan struct{})
+	go func() {
+		w.ReportEvery(srv.Stats, time.Second, stop)
+		close(reported)
+	}()
+	w.Ready()
+	err = srv.Run()
+	close(stop)
+	<-reported
+	if err != nil {
+		glog.Errorf("worker %d: %v", w.Slot, err)
+		return 1
+	}
+	return 0
+}
+
+// runSupervisor runs nsca_workers worker processes and supervises them. It
+// keeps its privileges, to read the configuration again on SIGHUP and to
+// start workers that enter nsca_chroot; it never touches client data.
+func runSupervisor(o *options, args []string, cfg *conf.Config) int {
+	if _, err := proc.ResolveIdentity(cfg.User, cfg.Group); err != nil {
+		return fail(err)
+	}
+	lfds, err := listeners(cfg, cfg.Workers)
+	if err != nil {
+		return fail(err)
+	}
+	pid, err := acquirePidFile(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer pid.Remove()
+	sup := &proc.Supervisor{
+		Args:        workerArgs(args),
+		Listeners:   lfds,
+		Workers:     cfg.Workers,
+		StopTimeout: time.Duration(cfg.ConnectionTimeout)*time.Second + 10*time.Second,
+		Listen:      func() (int, error) { return stages.Listen(cfg.ServerAddress, cfg.ServerPort, true) },
+	}
+	if err := sup.Start(); err != nil {
+		return fail(err)
+	}
+	announce(cfg, fmt.Sprintf(", %d worker processes %v", cfg.Workers, sup.Pids()))
+	proc.ReportStarted(nil)
+	proc.Notify("READY=1")
+	stopStats := make(chan struct{})
+	go stages.ReportStats(sup.Stats, stopStats)
+	sigs := signals()
+	for {
+		select {
+		case ev := <-sup.Events():
+			ev()
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				proc.Notify(proc.Reloading())
+				if err := reloadWorkers(o, sup); err != nil {
+					glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+				}
+				proc.Notify("READY=1")
+				continue
+			}
+			proc.Notify("STOPPING=1")
+			glog.Infof("%v: stopping the workers", sig)
+			sup.Stop()
+			close(stopStats)
+			snap := sup.Stats()
+			glog.Infof("stopped: %s", snap.Line(snap, 0))
+			return 0
+		}
+	}
+}
+
+// reloadWorkers checks the configuration on disk and, if it is good, has the
+// supervisor replace the workers with ones that read it.
+func reloadWorkers(o *options, sup *proc.Supervisor) error {
+	cfg, err := loadConfig(o)
+	if err != nil {
+		return err
+	}
+	if err := stages.CheckCipher(stages.CipherOf(cfg)); err != nil {
+		return err
+	}
+	n := cfg.Workers
+	if n == 0 {
+		glog.Warningf("SIGHUP: nsca_workers=0 (one process) takes effect at the next restart; keeping %d workers", sup.Workers)
+		n = sup.Workers
+	}
+	if err := sup.Reload(n); err != nil {
+		return err
+	}
+	glog.Infof("SIGHUP: configuration reloaded; %d new workers %v serve, the previous ones drain", n, sup.Pids())
+	return nil
+}
+
+// workerArgs is the command line for workers: the daemon's own, which they
+// parse the same way, in the foreground (the supervisor has detached).
+func workerArgs(args []string) []string {
+	return append([]string{"-f"}, args...)
+}
+
+// runInetd serves the single connection inetd passes on stdin, logging to
+// syslog unless -f keeps stderr (stderr may be the client's socket).
+func runInetd(o *options, cfg *conf.Config) int {
+	if !o.foreground {
+		if err := proc.StderrToSyslog(cfg.LogFacility); err != nil {
+			return fail(err)
+		}
+	}
+	if err := dropPrivileges(cfg); err != nil {
+		return fail(err)
+	}
+	srv, err := stages.New(cfg, nil, nofile())
+	if err != nil {
+		return fail(err)
+	}
+	srv.LogStats = false
+	fd, err := unix.Dup(0)
+	if err != nil {
+		return fail(err)
+	}
+	if err := srv.ServeOne(fd); err != nil {
 		glog.Errorf("%v", err)
 		return 1
 	}
 	return 0
+}
+
+func acquirePidFile(cfg *conf.Config) (*proc.PidFile, error) {
+	if cfg.PidFile == "" {
+		return nil, nil
+	}
+	return proc.AcquirePidFile(cfg.PidFile)
+}
+
+func announce(cfg *conf.Config, extra string) {
+	m := cfg.Method()
+	glog.Infof("nsca_fast %s listening on %s port %d, decryption_method=%d (%s), decryption_mode=%d, %d decrypt goroutines%s",
+		Version, orAll(cfg.ServerAddress), cfg.ServerPort, m.Number, m.Name, cfg.DecryptionMode, stages.Threads(cfg), extra)
 }
 
 func orAll(addr string) string {

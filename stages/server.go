@@ -21,6 +21,10 @@ var ErrConfig = errors.New("stages: config")
 // emit. New builds it, Run serves until Shutdown or Abort, in the manner of
 // nsq's nsqd.
 type Server struct {
+	// LogStats logs the statistics line every 5 seconds; a worker process
+	// leaves that to its supervisor, which sums all workers.
+	LogStats bool
+
 	cfg      *conf.Config
 	Stats    *Stats
 	log      *rateLog
@@ -113,7 +117,7 @@ func New(cfg *conf.Config, listeners []int, nofile uint64) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, Stats: NewStats(), log: newRateLog(10*time.Second, 5), cipher: cipher}
+	s := &Server{LogStats: true, cfg: cfg, Stats: NewStats(), log: newRateLog(10*time.Second, 5), cipher: cipher}
 	s.acceptor, err = NewAcceptor(listeners, AcceptConfig{MaxConnections: MaxConnections(cfg, nofile), Allowed: allowed}, s.Stats, s.log)
 	if err != nil {
 		return nil, err
@@ -164,25 +168,28 @@ func (s *Server) run(inetdFD int) error {
 	done := s.emitter.Start(ctx, items)
 
 	stop := make(chan struct{})
-	go s.report(stop)
+	if s.LogStats {
+		go ReportStats(s.Stats.Snapshot, stop)
+	}
 	<-done
 	close(stop)
 	snap := s.Stats.Snapshot()
-	glog.Infof("stopped: %s", snap.Line(snap, 0))
+	glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
 	return nil
 }
 
-// report logs the statistics line every statsInterval.
-func (s *Server) report(stop <-chan struct{}) {
+// ReportStats logs the statistics line from snapshot every 5 seconds until
+// stop is closed; the supervisor uses it with the sum over its workers.
+func ReportStats(snapshot func() Snapshot, stop <-chan struct{}) {
 	t := time.NewTicker(statsInterval)
 	defer t.Stop()
-	prev, last := s.Stats.Snapshot(), time.Now()
+	prev, last := snapshot(), time.Now()
 	for {
 		select {
 		case <-stop:
 			return
 		case now := <-t.C:
-			snap := s.Stats.Snapshot()
+			snap := snapshot()
 			glog.Infof("statistics: %s", snap.Line(prev, now.Sub(last).Seconds()))
 			prev, last = snap, now
 		}

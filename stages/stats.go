@@ -126,3 +126,22 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 		rate, s.Connections, s.Open, s.Refused, s.Received, s.TotalEmitted(), s.TotalDropped(),
 		formatCounts(s.Emitted), formatCounts(s.Dropped))
 }
+
+// Add sums o into s, for the statistics of several worker processes.
+func (s *Snapshot) Add(o Snapshot) {
+	s.Connections += o.Connections
+	s.Refused += o.Refused
+	s.Received += o.Received
+	s.Open += o.Open
+	for _, m := range []struct {
+		dst *map[string]uint64
+		src map[string]uint64
+	}{{&s.Emitted, o.Emitted}, {&s.Dropped, o.Dropped}} {
+		if *m.dst == nil {
+			*m.dst = map[string]uint64{}
+		}
+		for k, v := range m.src {
+			(*m.dst)[k] += v
+		}
+	}
+}

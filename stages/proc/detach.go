@@ -1,0 +1,153 @@
+package proc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/syslog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Environment variables by which a process learns its role from its parent.
+const (
+	envDetached = "NSCA_FAST_DETACHED" // the descriptor of the readiness pipe
+	envWorker   = "NSCA_FAST_WORKER"   // "slot:generation"
+)
+
+// Detached reports whether this process is the detached daemon started by
+// Detach.
+func Detached() bool { return os.Getenv(envDetached) != "" }
+
+// Detach starts this program again as a daemon, the way stock nsca detaches
+// without -f: a new session without a controlling terminal, standard input
+// and output on /dev/null, the working directory unchanged (relative paths
+// in nsca.cfg keep resolving against it). It waits until the daemon reports
+// that it is serving, or why it could not start, so that start-up errors
+// still reach the operator's terminal, and returns the daemon's exit code
+// for this process to use.
+func Detach(args []string) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nsca: detach: %v\n", err)
+		return 1
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nsca: detach: %v\n", err)
+		return 1
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nsca: detach: %v\n", err)
+		return 1
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Env = append(os.Environ(), envDetached+"=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "nsca: detach: %v\n", err)
+		return 1
+	}
+	w.Close()
+	null.Close()
+	msg, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+	if strings.TrimSpace(string(msg)) == "ok" {
+		cmd.Process.Release()
+		return 0
+	}
+	if len(msg) == 0 {
+		msg = []byte("the daemon exited during start-up without saying why (see syslog)")
+	}
+	fmt.Fprintf(os.Stderr, "nsca: %s\n", strings.TrimSpace(string(msg)))
+	cmd.Wait()
+	return 1
+}
+
+// ReportStarted tells the waiting parent of a detached daemon that it
+// serves (err nil) or why it could not start. Outside Detach it does nothing.
+func ReportStarted(err error) {
+	fd, convErr := strconv.Atoi(os.Getenv(envDetached))
+	if convErr != nil {
+		return
+	}
+	os.Unsetenv(envDetached)
+	f := os.NewFile(uintptr(fd), "ready")
+	if err == nil {
+		f.WriteString("ok\n")
+	} else {
+		f.WriteString(err.Error() + "\n")
+	}
+	f.Close()
+}
+
+// ErrFacility is returned for a log_facility syslog does not know.
+var ErrFacility = errors.New("proc: unknown log_facility")
+
+var facilities = map[string]syslog.Priority{
+	"kern": syslog.LOG_KERN, "user": syslog.LOG_USER, "mail": syslog.LOG_MAIL, "daemon": syslog.LOG_DAEMON,
+	"auth": syslog.LOG_AUTH, "syslog": syslog.LOG_SYSLOG, "lpr": syslog.LOG_LPR, "news": syslog.LOG_NEWS,
+	"uucp": syslog.LOG_UUCP, "cron": syslog.LOG_CRON, "authpriv": syslog.LOG_AUTHPRIV, "ftp": syslog.LOG_FTP,
+	"local0": syslog.LOG_LOCAL0, "local1": syslog.LOG_LOCAL1, "local2": syslog.LOG_LOCAL2, "local3": syslog.LOG_LOCAL3,
+	"local4": syslog.LOG_LOCAL4, "local5": syslog.LOG_LOCAL5, "local6": syslog.LOG_LOCAL6, "local7": syslog.LOG_LOCAL7,
+}
+
+// StderrToSyslog sends everything written to this process's standard error
+// (glog's output, and that of worker processes, which inherit it) to syslog
+// under facility, one message per line, with glog's severity letter mapped
+// to the syslog level. Without a syslog daemon the lines are discarded.
+func StderrToSyslog(facility string) error {
+	fac, ok := facilities[facility]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrFacility, facility)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	if err := unix.Dup2(int(w.Fd()), 2); err != nil {
+		return err
+	}
+	w.Close()
+	go func() {
+		var out *syslog.Writer
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if out == nil {
+				if out, err = syslog.New(fac|syslog.LOG_INFO, "nsca"); err != nil {
+					out = nil
+					continue
+				}
+			}
+			logLine(out, line)
+		}
+	}()
+	return nil
+}
+
+// logLine maps glog's leading severity letter (I, W, E, F) to a syslog level.
+func logLine(out *syslog.Writer, line string) {
+	var err error
+	switch {
+	case strings.HasPrefix(line, "E"), strings.HasPrefix(line, "F"):
+		err = out.Err(line)
+	case strings.HasPrefix(line, "W"):
+		err = out.Warning(line)
+	default:
+		err = out.Info(line)
+	}
+	if err != nil {
+		time.Sleep(10 * time.Millisecond) // syslogd restarting; the Writer reconnects
+	}
+}

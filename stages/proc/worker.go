@@ -1,0 +1,108 @@
+package proc
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages"
+)
+
+// Descriptors a worker inherits from its supervisor.
+const (
+	workerListenerFD = 3 // the SO_REUSEPORT listening socket of its slot
+	workerStatusFD   = 4 // the pipe on which it reports readiness and counters
+)
+
+// Worker is the supervisor's side of the pipe, seen from inside a worker.
+type Worker struct {
+	Slot, Generation int
+	status           *os.File
+}
+
+// WorkerFromEnv returns this process's worker identity when the supervisor
+// started it, or nil for any other process.
+func WorkerFromEnv() *Worker {
+	v := os.Getenv(envWorker)
+	if v == "" {
+		return nil
+	}
+	os.Unsetenv(envWorker)
+	w := &Worker{}
+	fmt.Sscanf(v, "%d:%d", &w.Slot, &w.Generation)
+	unix.CloseOnExec(workerListenerFD)
+	unix.CloseOnExec(workerStatusFD)
+	w.status = os.NewFile(workerStatusFD, "status")
+	return w
+}
+
+// Listener is the listening socket the supervisor passed.
+func (w *Worker) Listener() int { return workerListenerFD }
+
+// Ready tells the supervisor this worker serves; a reload retires the old
+// workers only after the new ones said so.
+func (w *Worker) Ready() { fmt.Fprintln(w.status, "ready") }
+
+// Report sends the worker's counters, which the supervisor sums into the
+// daemon's statistics line.
+func (w *Worker) Report(s stages.Snapshot) {
+	b, _ := json.Marshal(s)
+	fmt.Fprintf(w.status, "stats %s\n", b)
+}
+
+// ReportEvery sends counters every interval until stop is closed, then once
+// more, so the supervisor's totals include everything this worker did.
+func (w *Worker) ReportEvery(stats *stages.Stats, interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			w.Report(stats.Snapshot())
+			return
+		case <-t.C:
+			w.Report(stats.Snapshot())
+		}
+	}
+}
+
+// OrphanWatch calls orphaned once the supervisor is gone (the parent pid
+// changes), so that no worker outlives the main process even if the
+// parent-death signal was missed.
+func OrphanWatch(orphaned func()) {
+	parent := os.Getppid()
+	go func() {
+		for range time.Tick(time.Second) {
+			if os.Getppid() != parent {
+				orphaned()
+				return
+			}
+		}
+	}()
+}
+
+// readStatus follows one worker's status pipe until the worker exits.
+func (p *workerProc) readStatus(f *os.File) {
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "ready":
+			p.readyOnce.Do(func() { close(p.ready) })
+		case strings.HasPrefix(line, "stats "):
+			var s stages.Snapshot
+			if json.Unmarshal([]byte(line[len("stats "):]), &s) == nil {
+				p.mu.Lock()
+				p.last = s
+				p.mu.Unlock()
+			}
+		}
+	}
+}
