@@ -90,6 +90,7 @@ type Acceptor struct {
 	nextID    atomic.Uint64
 	stopOnce  sync.Once
 	stopping  atomic.Bool
+	wakeMu    sync.Mutex // guards wakefd against Stop after the stage ended
 	wakefd    int
 }
 
@@ -116,7 +117,11 @@ func (a *Acceptor) Stop() {
 		a.stopping.Store(true)
 		var one [8]byte
 		one[0] = 1
-		unix.Write(a.wakefd, one[:])
+		a.wakeMu.Lock()
+		if a.wakefd >= 0 {
+			unix.Write(a.wakefd, one[:])
+		}
+		a.wakeMu.Unlock()
 	})
 }
 
@@ -127,13 +132,21 @@ func (a *Acceptor) Start(ctx context.Context, out chan<- *Conn) {
 	for _, lfd := range a.listeners {
 		run(ctx, &wg, "accept", func(ctx context.Context) { a.loop(ctx, lfd, out) })
 	}
+	finished := make(chan struct{})
 	go func() {
-		<-ctx.Done()
-		a.Stop()
+		select {
+		case <-ctx.Done():
+			a.Stop()
+		case <-finished:
+		}
 	}()
 	go func() {
 		wg.Wait()
+		close(finished)
+		a.wakeMu.Lock()
 		unix.Close(a.wakefd)
+		a.wakefd = -1
+		a.wakeMu.Unlock()
 		close(out)
 	}()
 }

@@ -185,7 +185,8 @@ func (d *decrypter) decrypt(c *Conn, dst, src []byte) error {
 			if err != nil {
 				return err
 			}
-			if err := m.Init(d.cfg.Password, c.IV[:]); err != nil {
+			iv := c.IV // cgo may not be handed memory inside Conn, which holds Go pointers
+			if err := m.Init(d.cfg.Password, iv[:]); err != nil {
 				m.Close()
 				return err
 			}

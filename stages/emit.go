@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/golang/glog"
 
@@ -47,11 +48,41 @@ func (e *Emitter) Start(ctx context.Context, in <-chan sink.Item) (done <-chan s
 	return ch
 }
 
+// holdingSink is a sink that can hold results back for a while: the spool
+// at check_result_path_max_files.
+type holdingSink interface {
+	sink.Sink
+	Queued() int
+	Flush() (int, error)
+	Abandon() []sink.Item
+}
+
+// Timing of results held back by a sink.
+const (
+	flushInterval = 100 * time.Millisecond
+	// holdOnExit bounds how long shutdown waits for held results to fit.
+	holdOnExit = 5 * time.Second
+)
+
 // loop drains in completely, even after cancellation: every result that
 // got this far was received from a client and must reach a sink or a drop
 // counter.
 func (e *Emitter) loop(in <-chan sink.Item) {
-	for it := range in {
+	tick := time.NewTicker(flushInterval)
+	defer tick.Stop()
+	for {
+		var it sink.Item
+		var ok bool
+		select {
+		case it, ok = <-in:
+		case <-tick.C:
+			e.flush()
+			continue
+		}
+		if !ok {
+			e.finish()
+			return
+		}
 		e.batch = append(e.batch[:0], it)
 	fill:
 		for len(e.batch) < maxBatch {
@@ -69,16 +100,74 @@ func (e *Emitter) loop(in <-chan sink.Item) {
 	}
 }
 
-// Emit writes items through the chain of sinks.
-func (e *Emitter) Emit(items []sink.Item) {
-	rest := items
+// flush gives sinks that hold results a chance to write them.
+func (e *Emitter) flush() {
 	for _, s := range e.chain {
+		if h, ok := s.(holdingSink); ok && h.Queued() > 0 {
+			n, err := h.Flush()
+			e.stats.Emitted(s.Name()).Add(uint64(n))
+			if err != nil {
+				e.log.Warningf("sink:"+s.Name(), "writing held results to %s: %v", s.Name(), err)
+			}
+		}
+		e.countHeld()
+	}
+}
+
+// finish waits a bounded time for held results to be written, then passes
+// what is still held to the sinks after the one holding it.
+func (e *Emitter) finish() {
+	deadline := time.Now().Add(holdOnExit)
+	for e.held() > 0 && time.Now().Before(deadline) {
+		e.flush()
+		time.Sleep(flushInterval)
+	}
+	for i, s := range e.chain {
+		if h, ok := s.(holdingSink); ok && h.Queued() > 0 {
+			rest := h.Abandon()
+			e.log.Warningf("sink:"+s.Name(), "%d results still waiting for room in %s at exit: trying the next sink", len(rest), s.Name())
+			e.emitFrom(i+1, rest)
+		}
+	}
+	e.countHeld()
+}
+
+func (e *Emitter) held() (n int) {
+	for _, s := range e.chain {
+		if h, ok := s.(holdingSink); ok {
+			n += h.Queued()
+		}
+	}
+	return n
+}
+
+func (e *Emitter) countHeld() { e.stats.Held.Store(int64(e.held())) }
+
+// Emit writes items through the chain of sinks.
+func (e *Emitter) Emit(items []sink.Item) { e.emitFrom(0, items) }
+
+// emitFrom writes items through the chain starting at sink first. A sink
+// that holds some of them back (queues them) has taken them, but they are
+// counted as emitted only once written.
+func (e *Emitter) emitFrom(first int, items []sink.Item) {
+	rest := items
+	for _, s := range e.chain[min(first, len(e.chain)):] {
 		if len(rest) == 0 {
-			return
+			break
+		}
+		h, holds := s.(holdingSink)
+		before := 0
+		if holds {
+			before = h.Queued()
 		}
 		n, err := s.Write(rest)
-		if n > 0 {
-			e.stats.Emitted(s.Name()).Add(uint64(n))
+		written := n
+		if holds {
+			written -= h.Queued() - before
+			e.countHeld()
+		}
+		if written > 0 {
+			e.stats.Emitted(s.Name()).Add(uint64(written))
 		}
 		rest = rest[n:]
 		if err != nil && len(rest) > 0 {

@@ -39,6 +39,7 @@ type reader struct {
 	conns    map[int32]*Conn
 	closeQ   []*Conn
 	draining bool
+	exited   bool // the loop has ended and wakefd is closed
 }
 
 // requestClose asks the connection's reader to close it. It never blocks,
@@ -47,12 +48,18 @@ type reader struct {
 func (c *Conn) requestClose() {
 	r := c.reader
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.closeQ = append(r.closeQ, c)
-	r.mu.Unlock()
-	r.wake()
+	r.wakeLocked()
 }
 
-func (r *reader) wake() {
+// wakeLocked interrupts the reader's epoll_wait. It runs under r.mu, so it
+// cannot write to the eventfd after the reader closed it (and the number
+// went to another file).
+func (r *reader) wakeLocked() {
+	if r.exited {
+		return
+	}
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	unix.Write(r.wakefd, one[:])
@@ -89,8 +96,11 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cf
 	go func() {
 		wg.Wait()
 		for _, r := range readers {
+			r.mu.Lock()
+			r.exited = true
 			unix.Close(r.epfd)
 			unix.Close(r.wakefd)
+			r.mu.Unlock()
 		}
 		close(out)
 	}()
@@ -115,8 +125,8 @@ func (r *reader) adopt(in <-chan *Conn) {
 	}
 	r.mu.Lock()
 	r.draining = true
+	r.wakeLocked()
 	r.mu.Unlock()
-	r.wake()
 }
 
 func (r *reader) loop(ctx context.Context, out chan<- chunk) {

@@ -68,14 +68,18 @@ func MaxConnections(cfg *conf.Config, nofile uint64) int {
 func Chain(cfg *conf.Config) ([]sink.Sink, error) {
 	var cmd, spool sink.Sink
 	if cfg.CommandFile != "" {
-		cmd = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
+		c := sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
+		// Worker processes share the command file: each write of lines
+		// holds a lock, so a line longer than PIPE_BUF is never interleaved.
+		c.Lock = cfg.Workers > 0
+		cmd = c
 	}
 	if cfg.CheckResultPath != "" {
 		s := sink.NewSpool(cfg.CheckResultPath, cfg.SpoolFileMode)
 		if err := s.Writable(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		spool = s
+		spool = s.Capped(cfg.CheckResultPathMaxFiles, max(cfg.QueueSize, 1))
 	}
 	var chain []sink.Sink
 	for _, s := range []sink.Sink{cmd, spool} {

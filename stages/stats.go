@@ -33,6 +33,9 @@ type Stats struct {
 	Refused atomic.Uint64
 	// Received counts complete packets framed off connections.
 	Received atomic.Uint64
+	// Held is how many results a sink holds back right now (the spool at
+	// its cap); they are part of what is queued.
+	Held atomic.Int64
 
 	mu      sync.Mutex
 	emitted map[string]*atomic.Uint64
@@ -64,7 +67,7 @@ func (s *Stats) Dropped(reason string) *atomic.Uint64 { return s.counter(s.dropp
 // Snapshot is a consistent-enough copy of the counters for logging and tests.
 type Snapshot struct {
 	Connections, Refused, Received uint64
-	Open                           int64
+	Open, Held                     int64
 	Emitted, Dropped               map[string]uint64
 }
 
@@ -75,6 +78,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Refused:     s.Refused.Load(),
 		Received:    s.Received.Load(),
 		Open:        s.Open.Load(),
+		Held:        s.Held.Load(),
 		Emitted:     map[string]uint64{},
 		Dropped:     map[string]uint64{},
 	}
@@ -91,6 +95,12 @@ func (s *Stats) Snapshot() Snapshot {
 
 // TotalEmitted sums the results written to every sink.
 func (s Snapshot) TotalEmitted() uint64 { return sum(s.Emitted) }
+
+// Queued is what was received and is neither emitted nor dropped yet: in
+// the pipeline's queues or held by a sink.
+func (s Snapshot) Queued() int64 {
+	return int64(s.Received) - int64(s.TotalEmitted()) - int64(s.TotalDropped())
+}
 
 // TotalDropped sums the checks lost for every reason.
 func (s Snapshot) TotalDropped() uint64 { return sum(s.Dropped) }
@@ -122,8 +132,8 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 	if seconds > 0 {
 		rate = float64(s.Connections-prev.Connections) / seconds
 	}
-	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, received=%d, report_success=%d, report_failed=%d, emitted{%s}, dropped{%s}",
-		rate, s.Connections, s.Open, s.Refused, s.Received, s.TotalEmitted(), s.TotalDropped(),
+	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}",
+		rate, s.Connections, s.Open, s.Refused, s.Received, s.TotalEmitted(), s.TotalDropped(), s.Queued(), s.Held,
 		formatCounts(s.Emitted), formatCounts(s.Dropped))
 }
 
@@ -133,6 +143,7 @@ func (s *Snapshot) Add(o Snapshot) {
 	s.Refused += o.Refused
 	s.Received += o.Received
 	s.Open += o.Open
+	s.Held += o.Held
 	for _, m := range []struct {
 		dst *map[string]uint64
 		src map[string]uint64

@@ -32,6 +32,10 @@ type CommandFile struct {
 	// FullWait bounds how long a full pipe (a slow core) is waited for
 	// before the remaining lines go to the fallback.
 	FullWait time.Duration
+	// Lock takes flock(LOCK_EX) on the command file around each write, for
+	// several processes writing one FIFO: a write longer than PIPE_BUF
+	// takes more than one write(2) and must not interleave with another's.
+	Lock bool
 
 	fd       int
 	isFIFO   bool
@@ -120,6 +124,12 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 	if !c.Aggregate {
 		defer c.closeFD()
 	}
+	if c.Lock {
+		if err := unix.Flock(c.fd, unix.LOCK_EX); err == nil {
+			fd := c.fd
+			defer unix.Flock(fd, unix.LOCK_UN)
+		}
+	}
 	done := 0
 	for done < len(items) {
 		c.buf = c.buf[:0]
@@ -143,30 +153,49 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 	return done, nil
 }
 
-// writeAll writes b, waiting up to FullWait for a full pipe to drain.
+// writeAll writes b, waiting up to FullWait for a full pipe to drain. A
+// write of more than PIPE_BUF bytes (one long line) is not atomic, so it is
+// started only once the pipe has room for all of it, and once started it is
+// finished: giving up half-way would leave a partial line that the core
+// reads glued to the next one, and the result would be sent twice.
 func (c *CommandFile) writeAll(b []byte) error {
 	deadline := time.Now().Add(c.FullWait)
+	if c.isFIFO && len(b) > pipeBuf {
+		for !c.roomFor(len(b)) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var finishBy time.Time // once a long line is started, how long it may take
+	started := false
 	reopened := false
 	for len(b) > 0 {
 		n, err := unix.Write(c.fd, b)
 		if n > 0 {
 			b = b[n:]
+			started = true
 			continue
 		}
 		switch err {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			wait := time.Until(deadline)
-			if wait <= 0 {
+			if started && finishBy.IsZero() {
+				finishBy = time.Now().Add(finishLongLine)
+				deadline = finishBy
+			}
+			if !c.waitWritable(deadline) {
+				if started {
+					return fmt.Errorf("%w: a long line stayed half-written for %v (the core stopped reading): %s", ErrFull, finishLongLine, c.Path)
+				}
 				return fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
 			}
-			fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
-			unix.Poll(fds, int(wait/time.Millisecond)+1)
 		case unix.EPIPE:
 			// The reader went away between our open and this write (the core
 			// restarted): reopen once, which also finds the new reader.
-			if reopened {
+			if reopened || started {
 				return fmt.Errorf("%w: %s", ErrNoReader, c.Path)
 			}
 			reopened = true
@@ -180,6 +209,40 @@ func (c *CommandFile) writeAll(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// waitWritable waits for room in the pipe until deadline; false once it passed.
+func (c *CommandFile) waitWritable(deadline time.Time) bool {
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
+	unix.Poll(fds, int(wait/time.Millisecond)+1)
+	return true
+}
+
+// finishLongLine bounds the wait to complete a long line already started.
+const finishLongLine = 10 * time.Second
+
+// roomFor reports whether a write of n bytes surely fits in the pipe now.
+// The kernel fills a pipe in pages and does not pack them (a write merges
+// into the last page only what is left over a whole number of pages), so
+// the bytes not yet read say little about the free pages. Counted at the
+// worst, the unread bytes fill twice their pages plus two, and the write
+// needs its pages plus one.
+func (c *CommandFile) roomFor(n int) bool {
+	const page = 4096
+	size, err := unix.FcntlInt(uintptr(c.fd), unix.F_GETPIPE_SZ, 0)
+	if err != nil {
+		return false
+	}
+	used, err := unix.IoctlGetInt(c.fd, unix.TIOCINQ)
+	if err != nil {
+		return false
+	}
+	usedPages := 2*((used+page-1)/page) + 2
+	return usedPages+(n+page-1)/page+1 <= size/page
 }
 
 // Close closes the command file if it is held open.

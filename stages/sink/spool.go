@@ -22,7 +22,19 @@ type Spool struct {
 	Dir  string
 	Mode uint32 // permissions of the files, stock: 0600
 	buf  []byte
+
+	// maxFiles caps the unprocessed result files (check_result_path_max_files),
+	// so a stopped core cannot make us fill the disk. At the cap, results
+	// wait in queue, at most queueLimit of them.
+	maxFiles   int
+	queueLimit int
+	queue      []Item
+	files      *dirCount
 }
+
+// ErrSpoolFull is returned for results refused because the spool is at
+// check_result_path_max_files and its waiting queue is full.
+var ErrSpoolFull = errors.New("sink: spool at check_result_path_max_files and its queue is full")
 
 // NewSpool returns a spool sink writing into dir.
 func NewSpool(dir string, mode uint32) *Spool {
@@ -30,6 +42,59 @@ func NewSpool(dir string, mode uint32) *Spool {
 		mode = 0o600
 	}
 	return &Spool{Dir: dir, Mode: mode}
+}
+
+// Capped makes the spool keep at most maxFiles unprocessed result files
+// and let up to queueLimit results wait for the core to take some.
+func (s *Spool) Capped(maxFiles, queueLimit int) *Spool {
+	if maxFiles > 0 {
+		s.maxFiles, s.queueLimit = maxFiles, queueLimit
+		s.files = watchDir(s.Dir)
+	}
+	return s
+}
+
+// room returns how many files may be written now.
+func (s *Spool) room() int {
+	if s.files == nil {
+		return int(^uint(0) >> 1)
+	}
+	n, ok := s.files.Files()
+	if !ok {
+		return 0
+	}
+	return s.maxFiles - n
+}
+
+// Abandon empties the waiting queue and returns what was in it, for a
+// shutdown that cannot wait for the core any longer.
+func (s *Spool) Abandon() []Item {
+	q := s.queue
+	s.queue = nil
+	return q
+}
+
+// Queued is the number of results waiting for room in the spool.
+func (s *Spool) Queued() int { return len(s.queue) }
+
+// Flush writes waiting results while there is room and returns how many it
+// wrote.
+func (s *Spool) Flush() (int, error) {
+	written := 0
+	for len(s.queue) > 0 && s.room() > 0 {
+		if err := s.writeOne(s.queue[0]); err != nil {
+			return written, err
+		}
+		// The watcher sees the new file a moment later; count it now so that
+		// a burst cannot overshoot the cap.
+		s.files.add(1)
+		s.queue = s.queue[1:]
+		written++
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+	return written, nil
 }
 
 // Name identifies the sink in counters and logs.
@@ -58,12 +123,32 @@ func randomName(prefix string) string {
 	return string(b)
 }
 
-// Write creates one file per item.
+// Write creates one file per item, or queues it while the spool is at its
+// cap. It returns how many items it took, written or queued, in order.
 func (s *Spool) Write(items []Item) (int, error) {
-	for i, it := range items {
-		if err := s.writeOne(it); err != nil {
-			return i, err
+	if s.files == nil {
+		for i, it := range items {
+			if err := s.writeOne(it); err != nil {
+				return i, err
+			}
 		}
+		return len(items), nil
+	}
+	if _, err := s.Flush(); err != nil {
+		return 0, err
+	}
+	for i, it := range items {
+		if len(s.queue) == 0 && s.room() > 0 {
+			if err := s.writeOne(it); err != nil {
+				return i, err
+			}
+			s.files.add(1)
+			continue
+		}
+		if len(s.queue) >= s.queueLimit {
+			return i, fmt.Errorf("%w (%d files, %d waiting)", ErrSpoolFull, s.maxFiles, len(s.queue))
+		}
+		s.queue = append(s.queue, it)
 	}
 	return len(items), nil
 }
