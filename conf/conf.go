@@ -91,6 +91,7 @@ type Config struct {
 	QueueSize         int    // queue_size
 	AllowedHosts      string // allowed_hosts; "" = everyone, see AllowedPrefixes
 	SpoolFileMode     uint32 // spool_file_mode, permission bits
+	MetricsAddress    string // metrics_address; "" = no metrics endpoint
 
 	// Lines maps an option name to the line that last set it, so that
 	// Validate and the daemon can point at the line to fix.

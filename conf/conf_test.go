@@ -154,6 +154,8 @@ func TestOptionValues(t *testing.T) {
 		"spool_file_mode": {ok("0600", "0600"), ok("644", "0644"), ok("0", "0000"), ok(" 0640 ", "0640"),
 			ok("0777", "0777"), bad("01777", "has bits beyond 0777"), bad("0800", "is not an octal number"),
 			bad("rw", "is not an octal number"), bad("-1", "is not an octal number")},
+		"metrics_address": {ok("127.0.0.1:9667", "127.0.0.1:9667"), ok(":9667", ":9667"), ok("[::1]:9667", "[::1]:9667"),
+			bad("127.0.0.1", "is not host:port"), bad("localhost:http x", "is not host:port"), bad("127.0.0.1:99999", "is not host:port")},
 	}
 	for _, o := range options {
 		var valid, invalid int
@@ -232,6 +234,7 @@ reader_threads=9
 queue_size=10
 allowed_hosts=10.0.0.0/8
 spool_file_mode=0640
+metrics_address=127.0.0.1:9667
 `
 	c, err := Parse("f.cfg", []byte(file))
 	if err != nil {
@@ -244,7 +247,7 @@ spool_file_mode=0640
 		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, ThreadsPerWorker: 4,
 		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: true,
 		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",
-		SpoolFileMode: 0o640, Lines: map[string]int{},
+		SpoolFileMode: 0o640, MetricsAddress: "127.0.0.1:9667", Lines: map[string]int{},
 	}
 	for i, o := range options {
 		want.Lines[o.name] = i + 1

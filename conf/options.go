@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -141,6 +142,10 @@ var options = []option{
 			parse: parseOctal, valid: validMode, format: formatOctal, number: true},
 		doc: "Permission bits, in octal, of the files written into check_result_path. 0600 as stock: the " +
 			"core runs as the same user."},
+	{name: "metrics_address", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.MetricsAddress }, validHostPort),
+		doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers). " +
+			"Empty: off."},
 }
 
 // byName finds a row by its exact name, as Parse needs for every line.
@@ -342,6 +347,25 @@ func validFacility(s string) error {
 		return errors.New("is stock's misspelling of lpr; write lpr")
 	}
 	return errors.New("is not a syslog facility; use one of " + strings.Join(facilities, ", "))
+}
+
+// validHostPort checks a listening address such as 127.0.0.1:9667.
+func validHostPort(s string) error {
+	if s == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err == nil {
+		var n int
+		n, err = strconv.Atoi(port)
+		if err == nil && (n < 0 || n > 65535) {
+			err = errors.New("port out of range")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("is not host:port: %w", err)
+	}
+	return nil
 }
 
 func validHosts(s string) error {

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -262,10 +263,13 @@ func runSingle(o *options, cfg *conf.Config) int {
 	if err := dropPrivileges(cfg); err != nil {
 		return fail(err)
 	}
-	srv, err := stages.New(cfg, lfds, nofile())
+	srv, err := stages.New(cfg, lfds, nofile(), nil)
 	if err != nil {
 		return fail(err)
 	}
+	var current atomic.Pointer[stages.Server]
+	current.Store(srv)
+	serveMetrics(cfg, func() stages.Snapshot { return current.Load().Snapshot() })
 	var running sync.WaitGroup
 	start := func(s *stages.Server) {
 		running.Add(1)
@@ -286,13 +290,14 @@ func runSingle(o *options, cfg *conf.Config) int {
 		switch {
 		case sig == syscall.SIGHUP && !stopping:
 			proc.Notify(proc.Reloading())
-			next, err := reloadServer(o, lfds)
+			next, err := reloadServer(o, lfds, srv.Stats)
 			if err != nil {
 				glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
 			} else {
 				start(next)
 				srv.Shutdown()
 				srv = next
+				current.Store(srv)
 				glog.Infof("SIGHUP: configuration reloaded; the previous server drains its connections")
 			}
 			proc.Notify("READY=1")
@@ -314,8 +319,9 @@ func runSingle(o *options, cfg *conf.Config) int {
 	return 0
 }
 
-// reloadServer builds a server from the configuration as it is now on disk.
-func reloadServer(o *options, lfds []int) (*stages.Server, error) {
+// reloadServer builds a server from the configuration as it is now on disk;
+// it carries on the counters of the server it replaces.
+func reloadServer(o *options, lfds []int, stats *stages.Stats) (*stages.Server, error) {
 	cfg, err := loadConfig(o)
 	if err != nil {
 		return nil, err
@@ -323,7 +329,7 @@ func reloadServer(o *options, lfds []int) (*stages.Server, error) {
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
-	return stages.New(cfg, lfds, nofile())
+	return stages.New(cfg, lfds, nofile(), stats)
 }
 
 // runWorker is one worker process of a supervisor: the whole pipeline on the
@@ -332,7 +338,7 @@ func runWorker(cfg *conf.Config, w *proc.Worker) int {
 	if err := dropPrivileges(cfg); err != nil {
 		return fail(err)
 	}
-	srv, err := stages.New(cfg, []int{w.Listener()}, nofile())
+	srv, err := stages.New(cfg, []int{w.Listener()}, nofile(), nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -360,7 +366,7 @@ func runWorker(cfg *conf.Config, w *proc.Worker) int {
 	stop := make(chan struct{})
 	reported := make(chan struct{})
 	go func() {
-		w.ReportEvery(srv.Stats, time.Second, stop)
+		w.ReportEvery(srv.Snapshot, time.Second, stop)
 		close(reported)
 	}()
 	w.Ready()
@@ -405,6 +411,7 @@ func runSupervisor(o *options, args []string, cfg *conf.Config) int {
 	proc.Notify("READY=1")
 	stopStats := make(chan struct{})
 	go stages.ReportStats(sup.Stats, stopStats)
+	serveMetrics(cfg, sup.Stats)
 	sigs := signals()
 	for {
 		select {
@@ -469,7 +476,7 @@ func runInetd(o *options, cfg *conf.Config) int {
 	if err := dropPrivileges(cfg); err != nil {
 		return fail(err)
 	}
-	srv, err := stages.New(cfg, nil, nofile())
+	srv, err := stages.New(cfg, nil, nofile(), nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -483,6 +490,21 @@ func runInetd(o *options, cfg *conf.Config) int {
 		return 1
 	}
 	return 0
+}
+
+// serveMetrics serves Prometheus metrics on metrics_address, if set.
+func serveMetrics(cfg *conf.Config, snapshot func() stages.Snapshot) {
+	if cfg.MetricsAddress == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", stages.MetricsHandler(snapshot, cfg.Method().Name))
+	go func() {
+		glog.Infof("metrics on http://%s/metrics", cfg.MetricsAddress)
+		if err := http.ListenAndServe(cfg.MetricsAddress, mux); err != nil {
+			glog.Errorf("metrics_address: %v", err)
+		}
+	}()
 }
 
 func acquirePidFile(cfg *conf.Config) (*proc.PidFile, error) {

@@ -251,8 +251,3 @@ func sockaddrAddrPort(sa unix.Sockaddr) netip.AddrPort {
 	}
 	return netip.AddrPort{}
 }
-
-func netipFromIP(ip net.IP) (netip.Addr, bool) {
-	a, ok := netip.AddrFromSlice(ip)
-	return a.Unmap(), ok
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"nsca_fast/cgo/mcrypt"
 	"nsca_fast/stages/packet"
@@ -132,9 +133,11 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 			}
 		}
 		n := min(target-c.curN, len(buf))
+		start := time.Now()
 		if err := d.decrypt(c, c.cur[c.curN:c.curN+n], buf[:n]); err != nil {
 			c.cipherErr = err
 		}
+		d.stats.DecryptNanos.Add(uint64(time.Since(start)))
 		c.curN += n
 		buf = buf[n:]
 		if c.curN < target {

@@ -107,6 +107,7 @@ func (e *Emitter) flush() {
 			n, err := h.Flush()
 			e.stats.Emitted(s.Name()).Add(uint64(n))
 			if err != nil {
+				e.stats.SinkErrors(s.Name()).Add(1)
 				e.log.Warningf("sink:"+s.Name(), "writing held results to %s: %v", s.Name(), err)
 			}
 		}
@@ -170,6 +171,9 @@ func (e *Emitter) emitFrom(first int, items []sink.Item) {
 			e.stats.Emitted(s.Name()).Add(uint64(written))
 		}
 		rest = rest[n:]
+		if err != nil {
+			e.stats.SinkErrors(s.Name()).Add(1)
+		}
 		if err != nil && len(rest) > 0 {
 			e.log.Warningf("sink:"+s.Name(), "%d results not written to %s, trying the next sink: %v", len(rest), s.Name(), err)
 		}

@@ -84,7 +84,7 @@ func startServer(t *testing.T, mutate func(*conf.Config)) *testServer {
 		unix.Close(lfd)
 		t.Fatalf("config: %v", err)
 	}
-	srv, err := New(cfg, []int{lfd}, 4096)
+	srv, err := New(cfg, []int{lfd}, 4096, nil)
 	if err != nil {
 		unix.Close(lfd)
 		t.Fatalf("New: %v", err)

@@ -195,6 +195,8 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 		switch {
 		case n > 0:
 			c.bytesRead += uint64(n)
+			r.stats.Chunks.Add(1)
+			r.stats.BytesRead.Add(uint64(n))
 			if !send(ctx, out, chunk{conn: c, buf: buf[:n]}) {
 				return
 			}

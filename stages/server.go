@@ -35,6 +35,9 @@ type Server struct {
 	ctx   context.Context
 	abort context.CancelFunc
 	wg    sync.WaitGroup
+
+	queuesMu sync.Mutex
+	queues   map[string]func() int // depth of each queue, while running
 }
 
 // Settings derived from the config that are not options of their own.
@@ -108,7 +111,9 @@ func CipherOf(cfg *conf.Config) CipherConfig {
 }
 
 // New checks the config and builds a server on already listening sockets.
-func New(cfg *conf.Config, listeners []int, nofile uint64) (*Server, error) {
+// stats may carry the counters of the server this one replaces (a reload),
+// so that they keep counting; nil starts from zero.
+func New(cfg *conf.Config, listeners []int, nofile uint64, stats *Stats) (*Server, error) {
 	cipher := CipherOf(cfg)
 	if err := CheckCipher(cipher); err != nil {
 		return nil, err
@@ -121,7 +126,10 @@ func New(cfg *conf.Config, listeners []int, nofile uint64) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{LogStats: true, cfg: cfg, Stats: NewStats(), log: newRateLog(10*time.Second, 5), cipher: cipher}
+	if stats == nil {
+		stats = NewStats()
+	}
+	s := &Server{LogStats: true, cfg: cfg, Stats: stats, log: newRateLog(10*time.Second, 5), cipher: cipher}
 	s.acceptor, err = NewAcceptor(listeners, AcceptConfig{MaxConnections: MaxConnections(cfg, nofile), Allowed: allowed}, s.Stats, s.log)
 	if err != nil {
 		return nil, err
@@ -146,6 +154,12 @@ func (s *Server) run(inetdFD int) error {
 	chunks := make(chan chunk, depth)
 	packets := make(chan Packet, depth)
 	items := make(chan sink.Item, depth)
+	s.queuesMu.Lock()
+	s.queues = map[string]func() int{
+		"accept_to_read": func() int { return len(conns) }, "read_to_decrypt": func() int { return len(chunks) },
+		"decrypt_to_validate": func() int { return len(packets) }, "validate_to_emit": func() int { return len(items) },
+	}
+	s.queuesMu.Unlock()
 
 	if inetdFD >= 0 {
 		// Queued before the accept stage starts, which closes conns as soon as
@@ -168,7 +182,13 @@ func (s *Server) run(inetdFD int) error {
 	if cfg.MaxPacketAgeEnabled {
 		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
 	}
-	StartValidate(ctx, packets, items, 1, depth, validateCfg, s.Stats, s.log)
+	// Validation is cheap, but strict_mode_spoofing resolves host names:
+	// then more goroutines keep one slow lookup from stalling every client.
+	validators := 1
+	if cfg.StrictModeSpoofing {
+		validators = max(threads, 4)
+	}
+	StartValidate(ctx, packets, items, validators, depth, validateCfg, s.Stats, s.log)
 	done := s.emitter.Start(ctx, items)
 
 	stop := make(chan struct{})
@@ -198,6 +218,19 @@ func ReportStats(snapshot func() Snapshot, stop <-chan struct{}) {
 			prev, last = snap, now
 		}
 	}
+}
+
+// Snapshot is the server's counters with the depth of its queues (the
+// shards inside a stage are not counted).
+func (s *Server) Snapshot() Snapshot {
+	snap := s.Stats.Snapshot()
+	s.queuesMu.Lock()
+	defer s.queuesMu.Unlock()
+	snap.Queues = map[string]int64{}
+	for name, depth := range s.queues {
+		snap.Queues[name] = int64(depth())
+	}
+	return snap
 }
 
 // Shutdown stops accepting; Run returns once open connections have ended

@@ -36,15 +36,21 @@ type Stats struct {
 	// Held is how many results a sink holds back right now (the spool at
 	// its cap); they are part of what is queued.
 	Held atomic.Int64
+	// Chunks and BytesRead count what the read stage took off sockets;
+	// Validated counts packets that passed validation.
+	Chunks, BytesRead, Validated atomic.Uint64
+	// DecryptNanos is the time spent decrypting, for the per-method cost.
+	DecryptNanos atomic.Uint64
 
-	mu      sync.Mutex
-	emitted map[string]*atomic.Uint64
-	dropped map[string]*atomic.Uint64
+	mu         sync.Mutex
+	emitted    map[string]*atomic.Uint64
+	dropped    map[string]*atomic.Uint64
+	sinkErrors map[string]*atomic.Uint64
 }
 
 // NewStats returns zeroed counters.
 func NewStats() *Stats {
-	return &Stats{emitted: map[string]*atomic.Uint64{}, dropped: map[string]*atomic.Uint64{}}
+	return &Stats{emitted: map[string]*atomic.Uint64{}, dropped: map[string]*atomic.Uint64{}, sinkErrors: map[string]*atomic.Uint64{}}
 }
 
 func (s *Stats) counter(m map[string]*atomic.Uint64, key string) *atomic.Uint64 {
@@ -64,33 +70,48 @@ func (s *Stats) Emitted(sink string) *atomic.Uint64 { return s.counter(s.emitted
 // Dropped returns the counter of checks lost for the named reason.
 func (s *Stats) Dropped(reason string) *atomic.Uint64 { return s.counter(s.dropped, reason) }
 
+// SinkErrors returns the counter of failed writes to the named sink.
+func (s *Stats) SinkErrors(sink string) *atomic.Uint64 { return s.counter(s.sinkErrors, sink) }
+
 // Snapshot is a consistent-enough copy of the counters for logging and tests.
 type Snapshot struct {
 	Connections, Refused, Received uint64
 	Open, Held                     int64
-	Emitted, Dropped               map[string]uint64
+	Chunks, BytesRead, Validated   uint64
+	DecryptNanos                   uint64
+	Emitted, Dropped, SinkErrors   map[string]uint64
+	// Queues holds the depth of each queue between stages, when the
+	// snapshot came from a running Server.
+	Queues map[string]int64
 }
 
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() Snapshot {
 	snap := Snapshot{
-		Connections: s.Connections.Load(),
-		Refused:     s.Refused.Load(),
-		Received:    s.Received.Load(),
-		Open:        s.Open.Load(),
-		Held:        s.Held.Load(),
-		Emitted:     map[string]uint64{},
-		Dropped:     map[string]uint64{},
+		Connections:  s.Connections.Load(),
+		Refused:      s.Refused.Load(),
+		Received:     s.Received.Load(),
+		Open:         s.Open.Load(),
+		Held:         s.Held.Load(),
+		Chunks:       s.Chunks.Load(),
+		BytesRead:    s.BytesRead.Load(),
+		Validated:    s.Validated.Load(),
+		DecryptNanos: s.DecryptNanos.Load(),
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, v := range s.emitted {
-		snap.Emitted[k] = v.Load()
-	}
-	for k, v := range s.dropped {
-		snap.Dropped[k] = v.Load()
-	}
+	snap.Emitted = load(s.emitted)
+	snap.Dropped = load(s.dropped)
+	snap.SinkErrors = load(s.sinkErrors)
 	return snap
+}
+
+func load(m map[string]*atomic.Uint64) map[string]uint64 {
+	out := make(map[string]uint64, len(m))
+	for k, v := range m {
+		out[k] = v.Load()
+	}
+	return out
 }
 
 // TotalEmitted sums the results written to every sink.
@@ -144,15 +165,21 @@ func (s *Snapshot) Add(o Snapshot) {
 	s.Received += o.Received
 	s.Open += o.Open
 	s.Held += o.Held
-	for _, m := range []struct {
-		dst *map[string]uint64
-		src map[string]uint64
-	}{{&s.Emitted, o.Emitted}, {&s.Dropped, o.Dropped}} {
-		if *m.dst == nil {
-			*m.dst = map[string]uint64{}
-		}
-		for k, v := range m.src {
-			(*m.dst)[k] += v
-		}
+	s.Chunks += o.Chunks
+	s.BytesRead += o.BytesRead
+	s.Validated += o.Validated
+	s.DecryptNanos += o.DecryptNanos
+	addInto(&s.Emitted, o.Emitted)
+	addInto(&s.Dropped, o.Dropped)
+	addInto(&s.SinkErrors, o.SinkErrors)
+	addInto(&s.Queues, o.Queues)
+}
+
+func addInto[V uint64 | int64](dst *map[string]V, src map[string]V) {
+	if *dst == nil {
+		*dst = map[string]V{}
+	}
+	for k, v := range src {
+		(*dst)[k] += v
 	}
 }

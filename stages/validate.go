@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/golang/glog"
@@ -56,6 +58,7 @@ type validator struct {
 	cfg   ValidateConfig
 	stats *Stats
 	log   *rateLog
+	dns   dnsCache
 }
 
 // check turns a decrypted packet into a result, or drops it with a counted
@@ -73,12 +76,13 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		return sink.Item{}, false
 	}
 	r := packet.Decode(p.Data)
-	if v.cfg.StrictSpoofing && !hostMatchesPeer(r.Host, c) {
+	if v.cfg.StrictSpoofing && !v.hostMatchesPeer(r.Host, c) {
 		// Stock drops the check but keeps the connection.
 		v.stats.Dropped(DropSpoofed).Add(1)
 		v.log.Warningf(c.Peer.Addr().String(), "dropped check from %s: %v: %q", c.Peer, ErrSpoofed, r.Host)
 		return sink.Item{}, false
 	}
+	v.stats.Validated.Add(1)
 	if v.cfg.Debug {
 		glog.Infof("check from %s: host=%q service=%q return_code=%d output=%q", c.Peer, r.Host, r.Service, r.ReturnCode, r.Output)
 	}
@@ -119,17 +123,56 @@ func (v *validator) reject(c *Conn, reason string, err error) {
 }
 
 // hostMatchesPeer reports whether the claimed host name resolves to the
-// address the connection comes from.
-func hostMatchesPeer(host string, c *Conn) bool {
-	addrs, err := net.LookupIP(host)
-	if err != nil {
-		return false
-	}
+// address the connection comes from. Answers are cached for a minute: a
+// client sends many checks under one name, and a lookup per check would
+// make the resolver the daemon's bottleneck.
+func (v *validator) hostMatchesPeer(host string, c *Conn) bool {
+	addrs := v.dns.lookup(host)
 	peer := c.Peer.Addr().Unmap()
 	for _, a := range addrs {
-		if ip, ok := netipFromIP(a); ok && ip == peer {
+		if a == peer {
 			return true
 		}
 	}
 	return false
+}
+
+// dnsCache remembers host name lookups for strict_mode_spoofing.
+type dnsCache struct {
+	mu      sync.Mutex
+	entries map[string]dnsEntry
+}
+
+type dnsEntry struct {
+	addrs   []netip.Addr
+	expires time.Time
+}
+
+const (
+	dnsTTL        = time.Minute
+	dnsMaxEntries = 100000
+)
+
+func (d *dnsCache) lookup(host string) []netip.Addr {
+	now := time.Now()
+	d.mu.Lock()
+	e, ok := d.entries[host]
+	d.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.addrs
+	}
+	ips, _ := net.LookupIP(host)
+	addrs := make([]netip.Addr, 0, len(ips))
+	for _, ip := range ips {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			addrs = append(addrs, a.Unmap())
+		}
+	}
+	d.mu.Lock()
+	if d.entries == nil || len(d.entries) >= dnsMaxEntries {
+		d.entries = map[string]dnsEntry{}
+	}
+	d.entries[host] = dnsEntry{addrs: addrs, expires: now.Add(dnsTTL)}
+	d.mu.Unlock()
+	return addrs
 }

@@ -226,7 +226,10 @@ func (s *Supervisor) retire(p *workerProc) bool {
 		return false
 	}
 	delete(s.procs, p)
-	s.retired.Add(p.snapshot())
+	final := p.snapshot()
+	// Gauges describe a running worker; only its counters carry on.
+	final.Open, final.Held, final.Queues = 0, 0, nil
+	s.retired.Add(final)
 	return true
 }
 

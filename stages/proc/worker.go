@@ -57,16 +57,16 @@ func (w *Worker) Report(s stages.Snapshot) {
 
 // ReportEvery sends counters every interval until stop is closed, then once
 // more, so the supervisor's totals include everything this worker did.
-func (w *Worker) ReportEvery(stats *stages.Stats, interval time.Duration, stop <-chan struct{}) {
+func (w *Worker) ReportEvery(snapshot func() stages.Snapshot, interval time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
-			w.Report(stats.Snapshot())
+			w.Report(snapshot())
 			return
 		case <-t.C:
-			w.Report(stats.Snapshot())
+			w.Report(snapshot())
 		}
 	}
 }
