@@ -1,0 +1,109 @@
+package proc
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestResolveIdentity(t *testing.T) {
+	id, err := ResolveIdentity("", "")
+	if err != nil || id.Set {
+		t.Fatalf("empty user and group: %+v, %v; want no change", id, err)
+	}
+	id, err = ResolveIdentity("nobody", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !id.Set || id.UID != 65534 {
+		t.Errorf("nobody: %+v; want uid 65534", id)
+	}
+	id, err = ResolveIdentity("1234", "4321")
+	if err != nil || id.UID != 1234 || id.GID != 4321 {
+		t.Errorf("numeric ids: %+v, %v", id, err)
+	}
+	if _, err := ResolveIdentity("no-such-user-nsca", ""); !errors.Is(err, ErrPrivileges) || !strings.Contains(err.Error(), "no-such-user-nsca") {
+		t.Errorf("missing user: %v; want ErrPrivileges naming the user", err)
+	}
+	if _, err := ResolveIdentity("", "no-such-group-nsca"); !errors.Is(err, ErrPrivileges) || !strings.Contains(err.Error(), "nsca_group") {
+		t.Errorf("missing group: %v; want ErrPrivileges naming nsca_group", err)
+	}
+}
+
+func TestPidFileRefusesSecondHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nsca.pid")
+	p, err := AcquirePidFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+		t.Errorf("pid file holds %q, want our pid", b)
+	}
+	if _, err := AcquirePidFile(path); !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Errorf("second acquire: %v; want ErrRunning naming pid %d", err, os.Getpid())
+	}
+	p.Remove()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("pid file still there after Remove: %v", err)
+	}
+	// A stale file without a lock (a crashed daemon) is taken over.
+	os.WriteFile(path, []byte("999999\n"), 0o644)
+	p, err = AcquirePidFile(path)
+	if err != nil {
+		t.Fatalf("stale pid file: %v", err)
+	}
+	p.Remove()
+}
+
+func TestActivatedListeners(t *testing.T) {
+	t.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()+1))
+	t.Setenv("LISTEN_FDS", "2")
+	if fds := ActivatedListeners(); fds != nil {
+		t.Errorf("LISTEN_PID of another process: %v; want none", fds)
+	}
+	t.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
+	t.Setenv("LISTEN_FDS", "2")
+	fds := ActivatedListeners()
+	if len(fds) != 2 || fds[0] != 3 || fds[1] != 4 {
+		t.Errorf("got %v, want [3 4]", fds)
+	}
+	if os.Getenv("LISTEN_FDS") != "" {
+		t.Error("LISTEN_FDS left in the environment for children")
+	}
+}
+
+func TestNotify(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", path)
+	if err := Notify("READY=1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Notify(Reloading()); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, _, err := conn.ReadFrom(buf)
+	if err != nil || string(buf[:n]) != "READY=1" {
+		t.Fatalf("first message %q, %v", buf[:n], err)
+	}
+	n, _, err = conn.ReadFrom(buf)
+	if err != nil || !strings.HasPrefix(string(buf[:n]), "RELOADING=1\nMONOTONIC_USEC=") {
+		t.Fatalf("second message %q, %v", buf[:n], err)
+	}
+	t.Setenv("NOTIFY_SOCKET", "")
+	if err := Notify("READY=1"); err != nil {
+		t.Errorf("without NOTIFY_SOCKET: %v; want nothing done", err)
+	}
+}
