@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: formatting, vet, unit tests, black-box tests
-# against the built binary with the real send_nsca, and short fuzz runs.
+# against the built binary with the real send_nsca, short fuzz runs, and (in
+# CI, or with NSCA_DEB_TEST=1) the .deb install test, last, because it
+# replaces the stock nsca package on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -9,7 +11,11 @@ bash scripts/build.sh
 unformatted=$(gofmt -l src cgo stages conf tests scripts 2>/dev/null || true)
 if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit 1; fi
 go vet ./...
-NSCA_BIN="$PWD/nsca" go test -count=1 -timeout 20m ./...
+export NSCA_BIN="$PWD/nsca"
+go test -count=1 -timeout 25m ./...
 fuzztime="${FUZZTIME:-10s}"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$fuzztime" ./conf
 go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime "$fuzztime" ./stages/packet
+if [ "${CI:-}" = true ] || [ "${NSCA_DEB_TEST:-}" = 1 ]; then
+  NSCA_DEB_TEST=1 go test -count=1 -timeout 10m -run 'TestDeb' -v ./tests
+fi
