@@ -16,6 +16,7 @@ go test -count=1 -timeout 25m ./...
 fuzztime="${FUZZTIME:-10s}"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$fuzztime" ./conf
 go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime "$fuzztime" ./stages/packet
+SOAK_DURATION="${SOAK_DURATION:-10s}" bash scripts/soak.sh
 if [ "${CI:-}" = true ] || [ "${NSCA_DEB_TEST:-}" = 1 ]; then
   NSCA_DEB_TEST=1 go test -count=1 -timeout 10m -run 'TestDeb' -v ./tests
 fi
