@@ -85,9 +85,6 @@ func (s *Spool) Flush() (int, error) {
 		if err := s.writeOne(s.queue[0]); err != nil {
 			return written, err
 		}
-		// The watcher sees the new file a moment later; count it now so that
-		// a burst cannot overshoot the cap.
-		s.files.add(1)
 		s.queue = s.queue[1:]
 		written++
 	}
@@ -142,7 +139,6 @@ func (s *Spool) Write(items []Item) (int, error) {
 			if err := s.writeOne(it); err != nil {
 				return i, err
 			}
-			s.files.add(1)
 			continue
 		}
 		if len(s.queue) >= s.queueLimit {
@@ -170,6 +166,7 @@ func (s *Spool) writeOne(it Item) error {
 		os.Remove(tmp.Name())
 		return err
 	}
+
 	ok, err := os.OpenFile(final+".ok", os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(s.Mode))
 	if err != nil {
 		return fmt.Errorf("%w: create %s.ok: %w", ErrSpool, final, err)
@@ -201,8 +198,14 @@ func (s *Spool) create(prefix string) (*os.File, error) {
 // file, and returns that name.
 func (s *Spool) publish(tmp string) (string, error) {
 	for range 100 {
-		final := filepath.Join(s.Dir, randomName("c"))
+		name := randomName("c")
+		final := filepath.Join(s.Dir, name)
+		// Counted before the rename: the watcher may see the event first.
+		s.files.wrote(name)
 		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
+		if err != nil {
+			s.files.unwrote(name)
+		}
 		switch err {
 		case nil:
 			return final, nil
@@ -211,7 +214,9 @@ func (s *Spool) publish(tmp string) (string, error) {
 		case unix.EINVAL, unix.ENOSYS:
 			// A file system without RENAME_NOREPLACE: link fails on an existing
 			// name just the same.
+			s.files.wrote(name)
 			if lerr := os.Link(tmp, final); lerr != nil {
+				s.files.unwrote(name)
 				if errors.Is(lerr, os.ErrExist) {
 					continue
 				}

@@ -26,6 +26,9 @@ type dirCount struct {
 	mu    sync.Mutex
 	count int
 	ok    bool // false while the directory cannot be watched
+	// ours holds the files this process wrote and counted at once, whose
+	// inotify event is still to come; the event must not count them again.
+	ours map[string]bool
 }
 
 // watchDir starts counting the result files in dir.
@@ -46,12 +49,54 @@ func (d *dirCount) Files() (int, bool) {
 func (d *dirCount) set(n int, ok bool) {
 	d.mu.Lock()
 	d.count, d.ok = n, ok
+	d.ours = nil
 	d.mu.Unlock()
 }
 
-func (d *dirCount) add(delta int) {
+// wrote counts a result file this process is publishing, without waiting
+// for its event, so that a burst cannot overshoot the cap. A nil dirCount
+// (no cap) counts nothing.
+func (d *dirCount) wrote(name string) {
+	if d == nil {
+		return
+	}
 	d.mu.Lock()
-	d.count = max(d.count+delta, 0)
+	if d.ours == nil {
+		d.ours = map[string]bool{}
+	}
+	d.ours[name] = true
+	d.count++
+	d.mu.Unlock()
+}
+
+// unwrote takes back wrote for a file that could not be published.
+func (d *dirCount) unwrote(name string) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.ours[name] {
+		delete(d.ours, name)
+		d.count = max(d.count-1, 0)
+	}
+	d.mu.Unlock()
+}
+
+// appeared and vanished apply an inotify event for a result file.
+func (d *dirCount) appeared(name string) {
+	d.mu.Lock()
+	if d.ours[name] {
+		delete(d.ours, name)
+	} else {
+		d.count++
+	}
+	d.mu.Unlock()
+}
+
+func (d *dirCount) vanished(name string) {
+	d.mu.Lock()
+	delete(d.ours, name)
+	d.count = max(d.count-1, 0)
 	d.mu.Unlock()
 }
 
@@ -140,9 +185,9 @@ func (d *dirCount) watchOnce() {
 					continue
 				}
 				if ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
-					d.add(1)
+					d.appeared(name)
 				} else {
-					d.add(-1)
+					d.vanished(name)
 				}
 			}
 		}
