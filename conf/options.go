@@ -63,8 +63,9 @@ var options = []option{
 			"results are written to. It is never created."},
 	{name: "alternate_dump_file", origin: originStock,
 		kind: text(func(c *Config) *string { return &c.AlternateDumpFile }, nil),
-		doc: "File results are appended to while command_file does not exist (the core is not running); " +
-			"created if needed."},
+		doc: "Last resort: results that neither command_file nor check_result_path took (the FIFO is " +
+			"missing, has no reader or stays full; the spool failed or is at its cap) are appended here as " +
+			"command lines; created if needed. Empty: such results are dropped, counted and logged."},
 	{name: "aggregate_writes", def: "0", origin: originStock,
 		kind: boolean(func(c *Config) *bool { return &c.AggregateWrites }),
 		doc:  "1: keep command_file open between results. 0: open and close it for each result, as stock does by default."},
@@ -82,8 +83,8 @@ var options = []option{
 	{name: "decryption_method", def: "1", origin: originStock,
 		kind: field[int]{ptr: func(c *Config) *int { return &c.DecryptionMethod },
 			parse: parseInt, valid: validMethod, format: strconv.Itoa, number: true},
-		doc: "Must equal send_nsca's encryption_method: 0 none, 1 xor, or a libmcrypt algorithm in 8-bit " +
-			"CFB: " + methodList() + "."},
+		doc: "Must equal send_nsca's encryption_method: " + methodList() + " (2 and up: libmcrypt in " +
+			"8-bit CFB)."},
 	{name: "log_facility", def: "daemon", origin: originStock,
 		kind: text(func(c *Config) *string { return &c.LogFacility }, validFacility),
 		doc:  "Syslog facility: " + strings.Join(facilities, ", ") + ". Stock ignores a bad one; we refuse to start."},

@@ -133,6 +133,9 @@ func run(args []string) int {
 		if err := stages.CheckCipher(stages.CipherOf(cfg)); err != nil {
 			return fail(err)
 		}
+		if _, err := proc.ResolveIdentity(cfg.User, cfg.Group); err != nil {
+			return fail(err)
+		}
 		return 0
 	}
 	if o.pprofAddr != "" && worker == nil {
@@ -237,7 +240,11 @@ func dropPrivileges(cfg *conf.Config) error {
 	if err != nil {
 		return err
 	}
-	return proc.Drop(cfg.Chroot, id)
+	warning, err := proc.Drop(cfg.Chroot, id)
+	if warning != "" {
+		glog.Warning(warning)
+	}
+	return err
 }
 
 // signals delivers the signals the daemon acts on.
@@ -428,7 +435,26 @@ func runSupervisor(o *options, args []string, cfg *conf.Config) int {
 			}
 			proc.Notify("STOPPING=1")
 			glog.Infof("%v: stopping the workers", sig)
-			sup.Stop()
+			stopped := make(chan struct{})
+			go func() {
+				sup.Stop()
+				close(stopped)
+			}()
+			// A second signal while they drain makes them abort the drain.
+		drain:
+			for {
+				select {
+				case ev := <-sup.Events():
+					ev()
+				case sig := <-sigs:
+					if sig != syscall.SIGHUP {
+						glog.Warningf("%v again: the workers abort their drain", sig)
+						sup.Signal(syscall.SIGTERM)
+					}
+				case <-stopped:
+					break drain
+				}
+			}
 			close(stopStats)
 			snap := sup.Stats()
 			glog.Infof("stopped: %s", snap.Line(snap, 0))

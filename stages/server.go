@@ -65,9 +65,8 @@ func MaxConnections(cfg *conf.Config, nofile uint64) int {
 }
 
 // Chain builds the sinks in the order results try them: the command file
-// first and the spool if it fails (nsca_fast's behaviour), or the spool
-// first and the command file if it fails (stock's), then the alternate
-// dump file as the last resort.
+// first and the spool if it fails (nsca_fast's behaviour; with only one of
+// them set, that one), then the alternate dump file as the last resort.
 func Chain(cfg *conf.Config) ([]sink.Sink, error) {
 	var cmd, spool sink.Sink
 	if cfg.CommandFile != "" {

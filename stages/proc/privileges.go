@@ -59,29 +59,36 @@ func ResolveIdentity(userName, groupName string) (*Identity, error) {
 
 // Drop enters chroot (if not empty) and then becomes id, in stock's order:
 // the caller has bound its sockets already. Paths used afterwards resolve
-// inside the chroot. Go applies setuid and setgid to every thread.
-func Drop(chroot string, id *Identity) error {
+// inside the chroot. Go applies setuid and setgid to every thread. A process
+// that is not root (inetd running it as nagios) cannot change identity; like
+// stock it then carries on as it is, and Drop says so in warning.
+func Drop(chroot string, id *Identity) (warning string, err error) {
 	if chroot != "" {
 		if err := unix.Chroot(chroot); err != nil {
-			return fmt.Errorf("%w: nsca_chroot=%s: %w", ErrPrivileges, chroot, err)
+			return "", fmt.Errorf("%w: nsca_chroot=%s: %w", ErrPrivileges, chroot, err)
 		}
 		if err := unix.Chdir("/"); err != nil {
-			return fmt.Errorf("%w: chdir / in chroot: %w", ErrPrivileges, err)
+			return "", fmt.Errorf("%w: chdir / in chroot: %w", ErrPrivileges, err)
 		}
 	}
 	if id == nil || !id.Set {
-		return nil
+		return "", nil
 	}
-	if unix.Getuid() == 0 {
-		if err := syscall.Setgroups([]int{id.GID}); err != nil {
-			return fmt.Errorf("%w: setgroups: %w", ErrPrivileges, err)
+	uid, gid := unix.Getuid(), unix.Getgid()
+	if uid != 0 {
+		if uid != id.UID || gid != id.GID {
+			return fmt.Sprintf("proc: not root: staying uid %d gid %d instead of nsca_user=%s nsca_group=%s", uid, gid, id.User, id.Group), nil
 		}
+		return "", nil
+	}
+	if err := syscall.Setgroups([]int{id.GID}); err != nil {
+		return "", fmt.Errorf("%w: setgroups: %w", ErrPrivileges, err)
 	}
 	if err := syscall.Setgid(id.GID); err != nil {
-		return fmt.Errorf("%w: nsca_group=%s (gid %d): %w", ErrPrivileges, id.Group, id.GID, err)
+		return "", fmt.Errorf("%w: nsca_group=%s (gid %d): %w", ErrPrivileges, id.Group, id.GID, err)
 	}
 	if err := syscall.Setuid(id.UID); err != nil {
-		return fmt.Errorf("%w: nsca_user=%s (uid %d): %w", ErrPrivileges, id.User, id.UID, err)
+		return "", fmt.Errorf("%w: nsca_user=%s (uid %d): %w", ErrPrivileges, id.User, id.UID, err)
 	}
-	return nil
+	return "", nil
 }

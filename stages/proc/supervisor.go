@@ -277,6 +277,15 @@ func (s *Supervisor) Stop() {
 	}
 }
 
+// Signal sends sig to every running worker.
+func (s *Supervisor) Signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.procs {
+		p.cmd.Process.Signal(sig)
+	}
+}
+
 // Events delivers work that must run on the supervisor's goroutine (worker
 // exits and restarts); the caller runs each function it receives.
 func (s *Supervisor) Events() <-chan func() { return s.events }

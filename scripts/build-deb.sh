@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Builds the Debian package nsca-fast_<version>_<arch>.deb from this checkout
+# with dpkg-deb, writes it into OUTDIR (default: the checkout root) and
+# prints its path on the last line of standard output.
+#
+#   scripts/build-deb.sh [OUTDIR]
+#
+# Environment:
+#   VERSION     package version (default: from `git describe --tags --always`,
+#               made a valid Debian version; 0.1.0 outside a git checkout)
+#   MAINTAINER  the Maintainer field (default: the author of the last commit)
+#
+# Needs: Go 1.26+ (on PATH or in /usr/local/go/bin), gcc and libmcrypt-dev
+# (cgo), dpkg-deb, gzip. It does not need root or fakeroot: files are owned
+# by root in the package (dpkg-deb --root-owner-group).
+#
+# What the package holds, and why, is described in README.md ("Installing
+# from the .deb"); the maintainer scripts are in conf/debian/.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+outdir=${1:-$root}
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+export PATH="$PATH:/usr/local/go/bin"
+umask 022
+
+die() { echo "build-deb: $*" >&2; exit 1; }
+for tool in go dpkg-deb dpkg gzip; do
+  command -v "$tool" >/dev/null || die "$tool is not installed"
+done
+
+# debian_version turns `git describe --tags --always` into a Debian version:
+#   v1.2.3            -> 1.2.3
+#   v1.2.3-4-gabc1234 -> 1.2.3+4.gabc1234   (4 commits after the tag)
+#   v1.3.0-rc1        -> 1.3.0~rc1          (sorts before 1.3.0)
+#   abc1234 (no tag)  -> 0.1.0+<commits>.gabc1234
+# and 0.1.0 outside a git checkout.
+debian_version() {
+  local d n
+  if d=$(git -C "$root" describe --tags 2>/dev/null) && [[ $d =~ ^v?[0-9] ]]; then
+    if [[ $d =~ ^v?(.*)-([0-9]+)-g([0-9a-f]+)$ ]]; then
+      d="${BASH_REMATCH[1]}+${BASH_REMATCH[2]}.g${BASH_REMATCH[3]}"
+    else
+      d=${d#v}
+    fi
+    # A hyphen would start a Debian revision; in a tag it marks a pre-release.
+    d=${d//-/\~}
+    # Anything else a Debian version may not hold becomes a dot.
+    echo "$d" | sed 's/[^A-Za-z0-9.+~]/./g'
+  elif d=$(git -C "$root" rev-parse --short HEAD 2>/dev/null) && [ -n "$d" ]; then
+    # No tag (or none that is a version): as git describe --always, the
+    # abbreviated commit, which is put after 0.1.0 with the commit count so
+    # that later builds sort higher.
+    n=$(git -C "$root" rev-list --count HEAD 2>/dev/null || echo 0)
+    echo "0.1.0+$n.g$d"
+  else
+    echo 0.1.0
+  fi
+}
+
+version=${VERSION:-$(debian_version)}
+dpkg --validate-version "$version" >/dev/null 2>&1 ||
+  die "version '$version' is not a valid Debian version (set VERSION=...)"
+arch=$(dpkg --print-architecture)
+[ "$(go env GOARCH)" = "$(go env GOHOSTARCH)" ] || die "cross-building is not supported (GOARCH=$(go env GOARCH))"
+maintainer=${MAINTAINER:-$(git -C "$root" log -1 --format='%an <%ae>' 2>/dev/null || true)}
+maintainer=${maintainer:-"nsca_fast maintainers <root@localhost>"}
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}
+
+[ -f "$root/conf/nsca.8" ] || die "conf/nsca.8 (the man page) is missing"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pkg="$work/pkg"
+install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/usr/lib/tmpfiles.d" \
+  "$pkg/etc" "$pkg/usr/share/man/man8" "$pkg/usr/share/doc/nsca-fast/examples"
+
+# The daemon. cgo links libmcrypt, hence Depends: libmcrypt4.
+(cd "$root" && CGO_ENABLED=1 go build -trimpath -ldflags "-X main.Version=$version" \
+  -o "$pkg/usr/sbin/nsca" ./src)
+chmod 0755 "$pkg/usr/sbin/nsca"
+"$pkg/usr/sbin/nsca" -V | grep -q "nsca_fast $version" || die "the built binary does not report version $version"
+
+# systemd units under the stock package's names, so that `systemctl reload
+# nsca` and the administrator's enable/disable choice carry over.
+install -m 0644 "$root/conf/nsca_fast.service" "$pkg/lib/systemd/system/nsca.service"
+install -m 0644 "$root/conf/nsca_fast.socket" "$pkg/lib/systemd/system/nsca.socket"
+install -m 0644 "$root/conf/debian/nsca.tmpfiles" "$pkg/usr/lib/tmpfiles.d/nsca.conf"
+
+# The configuration: a conffile (see conf/debian/preinst for how an existing
+# one is kept), and the same annotated sample as documentation.
+install -m 0644 "$root/conf/nsca.cfg" "$pkg/etc/nsca.cfg"
+install -m 0644 "$root/conf/nsca.cfg" "$pkg/usr/share/doc/nsca-fast/examples/nsca.cfg"
+
+gzip -9n <"$root/conf/nsca.8" >"$pkg/usr/share/man/man8/nsca.8.gz"
+chmod 0644 "$pkg/usr/share/man/man8/nsca.8.gz"
+
+doc="$pkg/usr/share/doc/nsca-fast"
+if [ -f "$root/README.md" ]; then
+  gzip -9n <"$root/README.md" >"$doc/README.md.gz"
+fi
+{
+  cat "$root/conf/debian/copyright"
+  echo
+  echo "Files: usr/sbin/nsca"
+  echo "Copyright: 2020-2026 the nsca_fast authors, and the authors of the Go modules below"
+  echo "License: GPL-3+"
+  echo "Comment: The binary is statically linked with the Go standard library"
+  echo " (BSD-3-Clause) and these Go modules, each under the licence in its"
+  echo " LICENSE file:"
+  (cd "$root" && go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' ./src) |
+    sort -u | sed 's/^/  /'
+} >"$doc/copyright"
+{
+  echo "nsca-fast ($version) unstable; urgency=medium"
+  echo
+  echo "  * Built from $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo 'a source tree') by scripts/build-deb.sh."
+  echo
+  echo " -- $maintainer  $(date -R -u -d "@$SOURCE_DATE_EPOCH")"
+} | gzip -9n >"$doc/changelog.gz"
+find "$doc" -type f -exec chmod 0644 {} +
+
+# Control files.
+for f in preinst postinst prerm postrm; do
+  install -m 0755 "$root/conf/debian/$f" "$pkg/DEBIAN/$f"
+done
+install -m 0644 "$root/conf/debian/conffiles" "$pkg/DEBIAN/conffiles"
+
+# Depends: the libraries the binary links, with the glibc version its symbols
+# need.
+depends="libc6, libmcrypt4"
+if command -v objdump >/dev/null; then
+  glibc=$(objdump -T "$pkg/usr/sbin/nsca" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+  [ -n "$glibc" ] && depends="libc6 (>= $glibc), libmcrypt4"
+fi
+installed_size=$(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
+sed -e "s|@VERSION@|$version|" -e "s|@ARCH@|$arch|" -e "s|@MAINTAINER@|$maintainer|" \
+  -e "s|@INSTALLED_SIZE@|$installed_size|" -e "s|@DEPENDS@|$depends|" \
+  "$root/conf/debian/control.in" >"$pkg/DEBIAN/control"
+(cd "$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$pkg/DEBIAN/md5sums"
+chmod 0644 "$pkg/DEBIAN/control" "$pkg/DEBIAN/md5sums"
+
+deb="$outdir/nsca-fast_${version}_${arch}.deb"
+dpkg-deb --root-owner-group -Zxz --build "$pkg" "$deb" >/dev/null
+echo "$deb"
