@@ -258,6 +258,9 @@ func signals() chan os.Signal {
 // server from the re-read configuration on the same listening socket and
 // lets the old one drain, so reloading refuses no client.
 func runSingle(o *options, cfg *conf.Config) int {
+	// Before the port is bound: a signal sent as soon as clients (or
+	// systemd) can reach us is queued, not fatal.
+	sigs := signals()
 	lfds, err := listeners(cfg, 0)
 	if err != nil {
 		return fail(err)
@@ -291,7 +294,6 @@ func runSingle(o *options, cfg *conf.Config) int {
 	announce(cfg, "")
 	proc.ReportStarted(nil)
 	proc.Notify("READY=1")
-	sigs := signals()
 	stopping := false
 	for sig := range sigs {
 		switch {
@@ -342,6 +344,9 @@ func reloadServer(o *options, lfds []int, stats *stages.Stats) (*stages.Server, 
 // runWorker is one worker process of a supervisor: the whole pipeline on the
 // listening socket it inherited, reporting to the supervisor.
 func runWorker(cfg *conf.Config, w *proc.Worker) int {
+	// Before the port is bound: a signal sent as soon as clients (or
+	// systemd) can reach us is queued, not fatal.
+	sigs := signals()
 	if err := dropPrivileges(cfg); err != nil {
 		return fail(err)
 	}
@@ -350,7 +355,6 @@ func runWorker(cfg *conf.Config, w *proc.Worker) int {
 		return fail(err)
 	}
 	srv.LogStats = false
-	sigs := signals()
 	signal.Ignore(syscall.SIGHUP) // the supervisor reloads by replacing workers
 	proc.OrphanWatch(func() {
 		glog.Errorf("worker %d: the supervisor is gone; stopping", w.Slot)
@@ -391,6 +395,9 @@ func runWorker(cfg *conf.Config, w *proc.Worker) int {
 // keeps its privileges, to read the configuration again on SIGHUP and to
 // start workers that enter nsca_chroot; it never touches client data.
 func runSupervisor(o *options, args []string, cfg *conf.Config) int {
+	// Before the port is bound: a signal sent as soon as clients (or
+	// systemd) can reach us is queued, not fatal.
+	sigs := signals()
 	if _, err := proc.ResolveIdentity(cfg.User, cfg.Group); err != nil {
 		return fail(err)
 	}
@@ -419,7 +426,6 @@ func runSupervisor(o *options, args []string, cfg *conf.Config) int {
 	stopStats := make(chan struct{})
 	go stages.ReportStats(sup.Stats, stopStats)
 	serveMetrics(cfg, sup.Stats)
-	sigs := signals()
 	for {
 		select {
 		case ev := <-sup.Events():

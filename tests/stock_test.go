@@ -1,0 +1,300 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requireStock skips the test unless /usr/sbin/nsca is the stock daemon
+// (a package test may have put nsca_fast there).
+func requireStock(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(stockNscaPath); err != nil {
+		t.Skipf("no stock daemon: %v", err)
+	}
+	out, _ := exec.Command(stockNscaPath, "-V").CombinedOutput()
+	if !strings.Contains(string(out), "Nagios Service Check Acceptor") || strings.Contains(string(out), "nsca_fast") {
+		t.Skipf("%s is not the stock daemon; its -V says: %q", stockNscaPath, out)
+	}
+}
+
+// startStock starts the stock daemon (`nsca -c CFG -f --single`: no fork,
+// one process) with cfg on a free loopback port and its own pid_file, and
+// stops it by its PID at cleanup. It returns the port.
+func startStock(t *testing.T, cfg Config) int {
+	t.Helper()
+	dir := t.TempDir()
+	c := Config{"server_address": "127.0.0.1", "pid_file": filepath.Join(dir, "nsca.pid")}
+	for k, v := range cfg {
+		c[k] = v
+	}
+	port := freePort(t)
+	c["server_port"] = strconv.Itoa(port)
+	cfgPath := filepath.Join(dir, "stock.cfg")
+	if err := os.WriteFile(cfgPath, []byte(c.text()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(dir, "stock.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(stockNscaPath, "-c", cfgPath, "-f", "--single")
+	cmd.Dir = dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	p, err := startProc("stock nsca", cmd)
+	if err != nil {
+		t.Fatalf("starting %s: %v", stockNscaPath, err)
+	}
+	t.Cleanup(func() { p.terminate(5 * time.Second) })
+	if err := waitPort(p, port, startTimeout); err != nil {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("%v\nconfig:\n%s\noutput:\n%s", err, c.text(), b)
+	}
+	return port
+}
+
+// stockInputs are sent to both daemons, one connection each.
+var stockInputs = []struct {
+	input   string
+	packets int
+	legacy  bool
+}{
+	{"cmp-host\tcmp svc\t2\tCRITICAL - disk\\share full\nline two\\n not a newline\nline three;semi|perf=1;2;3\x17" +
+		"cmp-host\t1\thost is DOWN\x17" +
+		"cmp\nhost\tsvc\nname\t-1\tnewlines in names\x17" +
+		"cmp-host\tneg\t40000\twraps to negative\x17" +
+		"cmp-long\t" + strings.Repeat("S", 150) + "\t3\t" + longText(4500) + "\x17", 5, false},
+	{"cmp-legacy\tlegacy svc\t0\tlone legacy\\packet\nline 2\x17", 1, true},
+	{"cmp-second\t0\tsecond connection\x17" +
+		"cmp-bytes\xc3\xa9\x01\tsvc\r\x7f\t1\t  lead\ra\tb;c\\\xff\x17" +
+		strings.Repeat("h", 63) + "\t" + strings.Repeat("s", 127) + "\t0\t" + longText(4095) + "\x17" +
+		"cmp-host-long\t3\t" + longText(4400) + "\x17", 4, false},
+}
+
+// sendStockInputs sends stockInputs, calling wait with the running total
+// after each connection: results of separate connections have no order.
+func sendStockInputs(t *testing.T, port int, password string, method int, wait func(total int)) int {
+	t.Helper()
+	total := 0
+	for _, in := range stockInputs {
+		cl := Client{Password: password, Method: method}
+		if in.legacy {
+			cl.Args = []string{"--legacy-2-7-mode"}
+		}
+		cl.send(t, port, in.input, in.packets)
+		total += in.packets
+		wait(total)
+	}
+	return total
+}
+
+// TestStockComparison sends the same inputs to the stock daemon and to
+// ours and requires identical command files, times aside.
+func TestStockComparison(t *testing.T) {
+	requireStock(t)
+	for _, method := range []int{1, 14} {
+		t.Run(fmt.Sprintf("method=%d", method), func(t *testing.T) {
+			t.Parallel()
+			base := Config{"append_to_file": "1", "password": shortPassword, "decryption_method": strconv.Itoa(method)}
+
+			stockCmd := commandFile(t, t.TempDir())
+			stockCfg := Config{"command_file": stockCmd}
+			for k, v := range base {
+				stockCfg[k] = v
+			}
+			stockPort := startStock(t, stockCfg)
+
+			oursCmd := commandFile(t, t.TempDir())
+			oursCfg := Config{"command_file": oursCmd}
+			for k, v := range base {
+				oursCfg[k] = v
+			}
+			d := startDaemon(t, oursCfg)
+
+			lo := now()
+			n := sendStockInputs(t, stockPort, shortPassword, method, func(k int) { waitFileLines(t, stockCmd, k) })
+			sendStockInputs(t, d.Port, shortPassword, method, func(k int) { waitFileLines(t, oursCmd, k) })
+			stockLines := waitFileLines(t, stockCmd, n)
+			waitFileLines(t, oursCmd, n)
+			hi := now()
+			d.Stop()
+			ours := stripTimes(t, completeLines(readFile(t, oursCmd)), lo, hi)
+			stock := stripTimes(t, stockLines, lo, hi)
+			assertLines(t, ours, stock)
+		})
+	}
+}
+
+var spoolTimes = []*regexp.Regexp{
+	regexp.MustCompile(`(?m)^# Time: .*$`),
+	regexp.MustCompile(`(?m)^(file_time|start_time|finish_time)=\d+`),
+}
+
+// normaliseSpool blanks the times of a spool file.
+func normaliseSpool(s string) string {
+	s = spoolTimes[0].ReplaceAllString(s, "# Time: T")
+	return spoolTimes[1].ReplaceAllString(s, "${1}=T")
+}
+
+// TestStockComparisonSpool compares check_result_path files of the stock
+// daemon and ours: same names pattern, same modes, same content apart from
+// the times.
+func TestStockComparisonSpool(t *testing.T) {
+	requireStock(t)
+	base := Config{"password": shortPassword, "decryption_method": "1"}
+	stockSpool := t.TempDir()
+	stockCfg := Config{"check_result_path": stockSpool, "command_file": filepath.Join(t.TempDir(), "unused.cmd")}
+	for k, v := range base {
+		stockCfg[k] = v
+	}
+	stockPort := startStock(t, stockCfg)
+	oursSpool := t.TempDir()
+	oursCfg := Config{"check_result_path": oursSpool}
+	for k, v := range base {
+		oursCfg[k] = v
+	}
+	d := startDaemon(t, oursCfg)
+
+	lo := now()
+	n := sendStockInputs(t, stockPort, shortPassword, 1, func(k int) { readSpool(t, stockSpool, k) })
+	sendStockInputs(t, d.Port, shortPassword, 1, func(k int) { readSpool(t, oursSpool, k) })
+	stockFiles := readSpool(t, stockSpool, n)
+	readSpool(t, oursSpool, n)
+	hi := now()
+	d.Stop()
+	oursFiles := listSpool(t, oursSpool)
+	if len(oursFiles) != n || len(stockFiles) != n {
+		t.Fatalf("%d result files from ours, %d from stock, want %d each", len(oursFiles), len(stockFiles), n)
+	}
+	norm := func(files []spoolResult) []string {
+		var out []string
+		for _, f := range files {
+			out = append(out, normaliseSpool(f.content))
+		}
+		sort.Strings(out)
+		return out
+	}
+	assertLines(t, norm(oursFiles), norm(stockFiles))
+	// Our times are well formed as well.
+	timeRe := regexp.MustCompile(`(?m)^file_time=(\d+)$`)
+	for _, f := range oursFiles {
+		m := timeRe.FindStringSubmatch(f.content)
+		if m == nil {
+			t.Errorf("%s has no file_time", f.name)
+			continue
+		}
+		if ft, _ := strconv.ParseInt(m[1], 10, 64); ft < lo-1 || ft > hi+1 {
+			t.Errorf("%s: file_time=%d, want between %d and %d", f.name, ft, lo, hi)
+		}
+	}
+}
+
+// rawCase is one packet of TestStockComparisonRaw.
+type rawCase struct {
+	rc                int16
+	host, svc, output string
+}
+
+// TestStockComparisonRaw sends packets send_nsca cannot produce (empty and
+// unterminated fields, control and non-ASCII bytes) to both daemons and
+// requires identical command files.
+func TestStockComparisonRaw(t *testing.T) {
+	requireStock(t)
+	cases := []rawCase{
+		{0, "", "svc", "empty host"},
+		{0, "emptyout", "", ""},
+		{1, "emptysvcout", "svc", ""},
+		{2, strings.Repeat("A", 64), "svc", "unterminated host"},
+		{3, "longsvc", strings.Repeat("S", 128), "unterminated service"},
+		{0, "longout", "svc", strings.Repeat("o", 4096)},
+		{1, "bytes\x01\x7f\xff\xc3\xa9", "svc\r", "a\rb\x01c\xffd\te;f"},
+		{-32768, "neg", "svc", "most negative"},
+		{-1, "ho\nst", "s\nv", "\n\nleading newlines\\"},
+		{2, "tab\thost", "tab\tsvc", "x"},
+	}
+	send := func(port int) {
+		r := dialRaw(t, port)
+		var b []byte
+		for _, c := range cases {
+			b = append(b, r.packet(packetSize, r.ts, c.rc, c.host, c.svc, c.output, 1, shortPassword)...)
+		}
+		r.write(t, b, 0)
+		r.c.Close()
+	}
+	sendLegacy := func(port int) {
+		r := dialRaw(t, port)
+		r.write(t, r.packet(legacyPacketSize, r.ts, 1, "legacy", "svc", strings.Repeat("L", 512), 1, shortPassword), 0)
+		r.c.Close()
+	}
+	base := Config{"append_to_file": "1", "password": shortPassword, "decryption_method": "1"}
+	stockCmd := commandFile(t, t.TempDir())
+	stockCfg := Config{"command_file": stockCmd}
+	oursCmd := commandFile(t, t.TempDir())
+	oursCfg := Config{"command_file": oursCmd}
+	for k, v := range base {
+		stockCfg[k], oursCfg[k] = v, v
+	}
+	stockPort := startStock(t, stockCfg)
+	d := startDaemon(t, oursCfg)
+	lo := now()
+	send(stockPort)
+	send(d.Port)
+	waitFileLines(t, stockCmd, len(cases))
+	waitFileLines(t, oursCmd, len(cases))
+	sendLegacy(stockPort)
+	sendLegacy(d.Port)
+	stockLines := waitFileLines(t, stockCmd, len(cases)+1)
+	waitFileLines(t, oursCmd, len(cases)+1)
+	hi := now()
+	d.Stop()
+	ours := stripTimes(t, completeLines(readFile(t, oursCmd)), lo, hi)
+	stock := stripTimes(t, stockLines, lo, hi)
+	assertLines(t, ours, stock)
+}
+
+// TestStrictModeSpoofing: with strict_mode_spoofing=1 a result whose host
+// name does not resolve to the peer's address is dropped, the connection
+// goes on, and the outcome is the same as stock's. Only names that need no
+// DNS are used: address literals and localhost.
+func TestStrictModeSpoofing(t *testing.T) {
+	input := "127.0.0.1\tsvc\t0\tliteral peer address\x17" +
+		"127.0.0.2\tsvc\t1\tother address: dropped\x17" +
+		"localhost\tsvc\t2\tlocalhost\x17" +
+		"127.0.0.1\t3\thost check after a drop\x17"
+	want := []string{
+		serviceLine("127.0.0.1", "svc", 0, "literal peer address"),
+		serviceLine("localhost", "svc", 2, "localhost"),
+		hostLine("127.0.0.1", 3, "host check after a drop"),
+	}
+	d, cmd := startFileDaemon(t, 1, shortPassword, Config{"strict_mode_spoofing": "1"})
+	lo := now()
+	Client{Password: shortPassword, Method: 1}.send(t, d.Port, input, 4)
+	waitFileLines(t, cmd, len(want))
+	time.Sleep(200 * time.Millisecond)
+	hi := now()
+	d.Stop()
+	ours := stripTimes(t, completeLines(readFile(t, cmd)), lo, hi)
+	assertLines(t, ours, want)
+
+	if _, err := os.Stat(stockNscaPath); err != nil {
+		return
+	}
+	requireStock(t)
+	stockCmd := commandFile(t, t.TempDir())
+	port := startStock(t, Config{"command_file": stockCmd, "append_to_file": "1", "password": shortPassword,
+		"decryption_method": "1", "strict_mode_spoofing": "1"})
+	Client{Password: shortPassword, Method: 1}.send(t, port, input, 4)
+	waitFileLines(t, stockCmd, len(want))
+	time.Sleep(200 * time.Millisecond)
+	assertLines(t, ours, stripTimes(t, completeLines(readFile(t, stockCmd)), lo, now()))
+}
