@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/golang/glog"
@@ -90,23 +92,34 @@ type Acceptor struct {
 	nextID    atomic.Uint64
 	stopOnce  sync.Once
 	stopping  atomic.Bool
-	wakeMu    sync.Mutex // guards wakefd against Stop after the stage ended
-	wakefd    int
+	// files are duplicates of the listening sockets registered with Go's
+	// network poller: accept waits there at no cost of its own, and Stop
+	// wakes it with a deadline. Closing a duplicate leaves the caller's
+	// socket open.
+	files []*os.File
 }
 
 // NewAcceptor returns an accept stage over already listening sockets.
 func NewAcceptor(listeners []int, cfg AcceptConfig, stats *Stats, log *rateLog) (*Acceptor, error) {
-	wakefd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("%w: eventfd: %w", ErrListen, err)
-	}
+	a := &Acceptor{cfg: cfg, listeners: listeners, stats: stats, log: log}
 	for _, fd := range listeners {
-		if err := unix.SetNonblock(fd, true); err != nil {
-			unix.Close(wakefd)
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err == nil {
+			err = unix.SetNonblock(dup, true)
+		}
+		if err != nil {
+			a.closeFiles()
 			return nil, fmt.Errorf("%w: listening socket %d: %w", ErrListen, fd, err)
 		}
+		a.files = append(a.files, os.NewFile(uintptr(dup), "listener"))
 	}
-	return &Acceptor{cfg: cfg, listeners: listeners, stats: stats, log: log, wakefd: wakefd}, nil
+	return a, nil
+}
+
+func (a *Acceptor) closeFiles() {
+	for _, f := range a.files {
+		f.Close()
+	}
 }
 
 // Stop makes the accept goroutines return. It leaves the listening sockets
@@ -115,13 +128,9 @@ func NewAcceptor(listeners []int, cfg AcceptConfig, stats *Stats, log *rateLog) 
 func (a *Acceptor) Stop() {
 	a.stopOnce.Do(func() {
 		a.stopping.Store(true)
-		var one [8]byte
-		one[0] = 1
-		a.wakeMu.Lock()
-		if a.wakefd >= 0 {
-			unix.Write(a.wakefd, one[:])
+		for _, f := range a.files {
+			f.SetReadDeadline(time.Unix(1, 0))
 		}
-		a.wakeMu.Unlock()
 	})
 }
 
@@ -129,8 +138,8 @@ func (a *Acceptor) Stop() {
 // all have returned (after Stop, or when ctx is cancelled).
 func (a *Acceptor) Start(ctx context.Context, out chan<- *Conn) {
 	var wg sync.WaitGroup
-	for _, lfd := range a.listeners {
-		run(ctx, &wg, "accept", func(ctx context.Context) { a.loop(ctx, lfd, out) })
+	for _, f := range a.files {
+		run(ctx, &wg, "accept", func(ctx context.Context) { a.loop(ctx, f, out) })
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -143,41 +152,59 @@ func (a *Acceptor) Start(ctx context.Context, out chan<- *Conn) {
 	go func() {
 		wg.Wait()
 		close(finished)
-		a.wakeMu.Lock()
-		unix.Close(a.wakefd)
-		a.wakefd = -1
-		a.wakeMu.Unlock()
+		a.closeFiles()
 		close(out)
 	}()
 }
 
-// loop accepts until Stop. It waits in poll() on the listening socket and
-// the stop eventfd rather than in a blocking accept(), because the socket
-// may be shared with other processes (workers, a reload's successor) and
-// must not be shut down to wake us.
-func (a *Acceptor) loop(ctx context.Context, lfd int, out chan<- *Conn) {
-	fds := []unix.PollFd{{Fd: int32(lfd), Events: unix.POLLIN}, {Fd: int32(a.wakefd), Events: unix.POLLIN}}
+// loop accepts until Stop. The socket may be shared with other processes
+// (workers, a reload's successor), so it is never shut down to wake us; the
+// poller's deadline does that.
+func (a *Acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		glog.Errorf("accept: %v", err)
+		return
+	}
 	for !a.stopping.Load() {
-		fd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-		switch err {
+		var fd int
+		var sa syscall.Sockaddr
+		var aerr error
+		// Read calls the function again whenever it returns false, after the
+		// poller says the socket is readable.
+		err := rc.Read(func(lfd uintptr) bool {
+			// syscall's Accept4, unlike x/sys/unix's, does not ask the kernel
+			// for the socket's protocol on every connection.
+			fd, sa, aerr = syscall.Accept4(int(lfd), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
+			return aerr != syscall.EAGAIN
+		})
+		if err != nil { // the deadline Stop set, or the file is closed
+			return
+		}
+		switch aerr {
 		case nil:
-			if !a.admit(ctx, fd, sockaddrAddrPort(sa), out) {
+			if !a.admit(ctx, fd, syscallAddrPort(sa), out) {
 				return
 			}
-		case unix.EAGAIN:
-			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-				glog.Errorf("accept: poll: %v", err)
-				return
-			}
-		case unix.EINTR, unix.ECONNABORTED:
-		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
-			a.log.Warningf("accept", "accept: %v; raise the open files limit or lower max_connections", err)
+		case syscall.EINTR, syscall.ECONNABORTED:
+		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
+			a.log.Warningf("accept", "accept: %v; raise the open files limit or lower max_connections", aerr)
 			time.Sleep(10 * time.Millisecond)
 		default:
-			glog.Errorf("accept: %v", err)
+			glog.Errorf("accept: %v", aerr)
 			return
 		}
 	}
+}
+
+func syscallAddrPort(sa syscall.Sockaddr) netip.AddrPort {
+	switch sa := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+	case *syscall.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
+	}
+	return netip.AddrPort{}
 }
 
 // Adopt serves a connection that was accepted elsewhere: inetd's stdin.
@@ -187,8 +214,8 @@ func (a *Acceptor) Adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 		return false
 	}
 	var peer netip.AddrPort
-	if sa, err := unix.Getpeername(fd); err == nil {
-		peer = sockaddrAddrPort(sa)
+	if sa, err := syscall.Getpeername(fd); err == nil {
+		peer = syscallAddrPort(sa)
 	}
 	return a.admit(ctx, fd, peer, out)
 }
@@ -240,14 +267,4 @@ func allowed(nets []netip.Prefix, ip netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-func sockaddrAddrPort(sa unix.Sockaddr) netip.AddrPort {
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
-	}
-	return netip.AddrPort{}
 }

@@ -49,6 +49,7 @@ func CheckCipher(c CipherConfig) error {
 // decrypter is one decrypt goroutine's state.
 type decrypter struct {
 	cfg    CipherConfig
+	xor    *packet.XORKey
 	shared *mcrypt.Module // decryption_mode=1: keyed once, register set per use
 	ivSize int
 	stats  *Stats
@@ -66,7 +67,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, n, de
 	}
 	ds := make([]*decrypter, n)
 	for i := range ds {
-		d := &decrypter{cfg: cfg, stats: stats, log: log}
+		d := &decrypter{cfg: cfg, stats: stats, log: log, xor: packet.NewXORKey(cfg.Password)}
 		if cfg.usesMcrypt() {
 			m, err := mcrypt.Open(cfg.Algorithm)
 			if err != nil {
@@ -163,7 +164,7 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 // at once with its real reason instead of waiting for bytes that a client
 // with the wrong password or a 720-byte client will never send.
 func (d *decrypter) decideSize(first []byte) int {
-	if packet.Check(first) == nil || int16(binary.BigEndian.Uint16(first)) != packet.Version {
+	if packet.Valid(first) || int16(binary.BigEndian.Uint16(first)) != packet.Version {
 		return packet.LegacySize
 	}
 	return packet.Size
@@ -177,7 +178,7 @@ func (d *decrypter) decrypt(c *Conn, dst, src []byte) error {
 	case d.cfg.Method == 0:
 		return nil
 	case d.cfg.Method == 1:
-		packet.XOR(dst, c.IV[:], d.cfg.Password, c.curN)
+		d.xor.Apply(dst, c.IV[:], c.curN)
 		return nil
 	case d.cfg.PerConnection:
 		if c.module == nil {

@@ -33,8 +33,16 @@ func run(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx conte
 // client keep their order through stages that run in parallel. done runs
 // once every worker has returned (stages close their outbound channel there).
 func startSharded[T any](ctx context.Context, name string, in <-chan T, n, depth int, key func(T) uint64, worker func(ctx context.Context, id int, in <-chan T), done func()) {
-	if n < 1 {
-		n = 1
+	if n <= 1 {
+		// One worker keeps arrival order by itself: no dispatcher, and one
+		// goroutine hand-off less per item.
+		var wg sync.WaitGroup
+		run(ctx, &wg, name, func(ctx context.Context) { worker(ctx, 0, in) })
+		go func() {
+			wg.Wait()
+			done()
+		}()
+		return
 	}
 	var wg sync.WaitGroup
 	shards := make([]chan T, n)

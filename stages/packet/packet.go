@@ -5,6 +5,7 @@
 package packet
 
 import (
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -67,6 +68,15 @@ func CRC(pkt []byte) uint32 {
 	c := crc32.Update(0, crc32.IEEETable, pkt[:offCRC])
 	c = crc32.Update(c, crc32.IEEETable, zero[:])
 	return crc32.Update(c, crc32.IEEETable, pkt[offCRC+4:])
+}
+
+// Valid reports whether a decrypted packet of 720 or 4304 bytes has version
+// 3 and a matching CRC. It is Check without the error, for the probe that
+// tells legacy clients apart on every connection.
+func Valid(pkt []byte) bool {
+	return (len(pkt) == Size || len(pkt) == LegacySize) &&
+		int16(binary.BigEndian.Uint16(pkt[offVersion:])) == Version &&
+		binary.BigEndian.Uint32(pkt[offCRC:]) == CRC(pkt)
 }
 
 // Check verifies version and CRC of a decrypted packet of 720 or 4304 bytes.
@@ -161,24 +171,45 @@ func InitPacket(dst, iv []byte, now uint32) {
 // password[i%len(password)]. The stream restarts at every packet, so offset
 // lets a caller handle a packet in pieces. XOR is its own inverse.
 func XOR(buf, iv, password []byte, offset int) {
-	ivi := offset % IVSize
-	for i := range buf {
-		buf[i] ^= iv[ivi]
-		ivi++
-		if ivi == IVSize {
-			ivi = 0
+	NewXORKey(password).Apply(buf, iv, offset)
+}
+
+// XORKey is the password half of the XOR cipher, expanded once so that a
+// packet is XORed a machine word (or vector) at a time instead of a byte at
+// a time: the daemon keeps one for the life of its configuration.
+type XORKey struct {
+	period int
+	stream []byte // the password repeated to cover any packet at any phase
+}
+
+// NewXORKey expands password for Apply.
+func NewXORKey(password []byte) *XORKey {
+	k := &XORKey{period: len(password)}
+	if k.period > 0 {
+		k.stream = make([]byte, Size+k.period)
+		for i := range k.stream {
+			k.stream[i] = password[i%k.period]
 		}
 	}
-	if len(password) == 0 {
+	return k
+}
+
+// Apply XORs buf, at offset within its packet, with iv and the password.
+func (k *XORKey) Apply(buf, iv []byte, offset int) {
+	for done := 0; done < len(buf); {
+		phase := (offset + done) % IVSize
+		n := min(IVSize-phase, len(buf)-done)
+		subtle.XORBytes(buf[done:done+n], buf[done:done+n], iv[phase:phase+n])
+		done += n
+	}
+	if k.period == 0 {
 		return
 	}
-	pi := offset % len(password)
-	for i := range buf {
-		buf[i] ^= password[pi]
-		pi++
-		if pi == len(password) {
-			pi = 0
-		}
+	for done := 0; done < len(buf); {
+		phase := (offset + done) % k.period
+		n := min(len(k.stream)-phase, len(buf)-done)
+		subtle.XORBytes(buf[done:done+n], buf[done:done+n], k.stream[phase:phase+n])
+		done += n
 	}
 }
 
