@@ -216,21 +216,21 @@ func nofile() uint64 {
 	return rl.Cur
 }
 
-// listeners returns systemd's sockets, or n new ones bound as the config says.
-func listeners(cfg *conf.Config, n int) ([]int, error) {
+// listeners returns systemd's sockets (activated is then true), or n new
+// ones bound as the config says.
+func listeners(cfg *conf.Config, n int) (fds []int, activated bool, err error) {
 	if fds := proc.ActivatedListeners(); len(fds) > 0 {
 		glog.Infof("using %d socket(s) from systemd socket activation", len(fds))
-		return fds, nil
+		return fds, true, nil
 	}
-	var fds []int
 	for range max(n, 1) {
 		fd, err := stages.Listen(cfg.ServerAddress, cfg.ServerPort, n > 0)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		fds = append(fds, fd)
 	}
-	return fds, nil
+	return fds, false, nil
 }
 
 // dropPrivileges enters nsca_chroot and becomes nsca_user/nsca_group, after
@@ -261,15 +261,18 @@ func runSingle(o *options, cfg *conf.Config) int {
 	// Before the port is bound: a signal sent as soon as clients (or
 	// systemd) can reach us is queued, not fatal.
 	sigs := signals()
-	lfds, err := listeners(cfg, 0)
-	if err != nil {
-		return fail(err)
-	}
+	// The pid file first: a second daemon must refuse before it binds, or
+	// its SO_REUSEPORT socket would take (and then reset) clients of the
+	// running one.
 	pid, err := acquirePidFile(cfg)
 	if err != nil {
 		return fail(err)
 	}
 	defer pid.Remove()
+	lfds, _, err := listeners(cfg, 0)
+	if err != nil {
+		return fail(err)
+	}
 	if err := dropPrivileges(cfg); err != nil {
 		return fail(err)
 	}
@@ -401,21 +404,24 @@ func runSupervisor(o *options, args []string, cfg *conf.Config) int {
 	if _, err := proc.ResolveIdentity(cfg.User, cfg.Group); err != nil {
 		return fail(err)
 	}
-	lfds, err := listeners(cfg, cfg.Workers)
-	if err != nil {
-		return fail(err)
-	}
 	pid, err := acquirePidFile(cfg)
 	if err != nil {
 		return fail(err)
 	}
 	defer pid.Remove()
+	lfds, activated, err := listeners(cfg, cfg.Workers)
+	if err != nil {
+		return fail(err)
+	}
 	sup := &proc.Supervisor{
 		Args:        workerArgs(args),
 		Listeners:   lfds,
 		Workers:     cfg.Workers,
 		StopTimeout: time.Duration(cfg.ConnectionTimeout)*time.Second + 10*time.Second,
-		Listen:      func() (int, error) { return stages.Listen(cfg.ServerAddress, cfg.ServerPort, true) },
+	}
+	if !activated {
+		// systemd's socket is shared by all workers; our own are one per worker.
+		sup.Listen = func() (int, error) { return stages.Listen(cfg.ServerAddress, cfg.ServerPort, true) }
 	}
 	if err := sup.Start(); err != nil {
 		return fail(err)

@@ -40,6 +40,7 @@ type Conn struct {
 	register   []byte         // decryption_mode=1: last iv_size bytes of ciphertext
 	module     *mcrypt.Module // decryption_mode=0: this connection's own instance
 	cipherErr  error
+	discard    bool // the first packet had a wrong version: ignore the rest
 
 	// Validate stage.
 	checks int
@@ -59,10 +60,18 @@ type chunk struct {
 	why  string // why the connection ended, for eof
 }
 
-// Packet is one decrypted data packet on its way to validation.
+// Packet is one decrypted data packet on its way to validation, or, with
+// Short set, the incomplete packet a connection ended with.
 type Packet struct {
-	Conn *Conn
-	Data []byte // 720 or 4304 bytes from packetPool
+	Conn  *Conn
+	Data  []byte // 720 or 4304 bytes from packetPool; nil with Short
+	Short *ShortPacket
+}
+
+// ShortPacket describes a packet cut off by the end of its connection.
+type ShortPacket struct {
+	Got, Want int
+	Why       string // how the connection ended
 }
 
 const chunkSize = 16 << 10

@@ -107,7 +107,7 @@ func closeDecrypters(ds []*decrypter) {
 func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet) {
 	for ch := range in {
 		if ch.eof {
-			d.finish(ch.conn, ch.why)
+			d.finish(ctx, ch.conn, ch.why, out)
 			continue
 		}
 		d.feed(ctx, ch.conn, ch.buf, out)
@@ -122,7 +122,7 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 // 4304. CFB decrypts a prefix the same way as the whole, so nothing is
 // decrypted twice.
 func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) {
-	for len(buf) > 0 {
+	for len(buf) > 0 && !c.discard {
 		if c.cur == nil {
 			c.cur = getPacketBuf()
 		}
@@ -146,6 +146,11 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 		}
 		if c.packetSize == 0 {
 			c.packetSize = d.decideSize(c.cur[:packet.LegacySize])
+			// A wrong version at the start means a wrong password or method:
+			// validation rejects that first packet, and the rest of the
+			// stream cannot be framed into checks, so it is not counted as
+			// more of them.
+			c.discard = int16(binary.BigEndian.Uint16(c.cur)) != packet.Version
 		}
 		if c.curN == c.packetSize {
 			d.stats.Received.Add(1)
@@ -216,27 +221,22 @@ func (d *decrypter) decrypt(c *Conn, dst, src []byte) error {
 	}
 }
 
-// finish handles the end of a connection: a packet left incomplete is a
-// check the client did not finish sending, counted and logged as such.
-func (d *decrypter) finish(c *Conn, why string) {
-	if c.curN > 0 {
+// finish handles the end of a connection. A packet left incomplete is a
+// check the client did not finish sending: it is passed on as a Packet
+// without data, in order behind the connection's other packets, because
+// only validation knows whether an earlier packet was rejected (then the
+// tail is no check of its own).
+func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- Packet) {
+	if c.curN > 0 && !c.discard {
 		d.stats.Received.Add(1)
-		reason := DropShort
-		if c.rejected.Load() {
-			reason = DropAfterReject
-		}
-		d.stats.Dropped(reason).Add(1)
 		size := c.packetSize
 		if size == 0 {
 			size = packet.LegacySize
 		}
-		if reason == DropShort {
-			ended := "client closed"
-			if why != "" {
-				ended = why
-			}
-			d.log.Warningf(c.Peer.Addr().String(), "dropped short packet from %s: connection ended (%s) after %d of %d bytes of a packet", c.Peer, ended, c.curN, size)
+		if why == "" {
+			why = "client closed"
 		}
+		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.curN, Want: size, Why: why}})
 	}
 	if c.cur != nil {
 		putPacketBuf(c.cur)

@@ -44,6 +44,10 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 	startSharded(ctx, "validate", in, n, depth, func(p Packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan Packet) {
 			for p := range in {
+				if p.Short != nil {
+					v.short(p)
+					continue
+				}
 				item, ok := v.check(p)
 				putPacketBuf(p.Data)
 				if ok && !send(ctx, out, item) {
@@ -59,6 +63,20 @@ type validator struct {
 	stats *Stats
 	log   *rateLog
 	dns   dnsCache
+}
+
+// short counts the incomplete packet a connection ended with: the tail of a
+// connection already rejected is part of that rejection; otherwise it is a
+// check the client did not finish sending.
+func (v *validator) short(p Packet) {
+	c := p.Conn
+	if c.rejected.Load() {
+		v.stats.Dropped(DropAfterReject).Add(1)
+		return
+	}
+	v.stats.Dropped(DropShort).Add(1)
+	v.log.Warningf(c.Peer.Addr().String(), "dropped short packet from %s: connection ended (%s) after %d of %d bytes of a packet",
+		c.Peer, p.Short.Why, p.Short.Got, p.Short.Want)
 }
 
 // check turns a decrypted packet into a result, or drops it with a counted

@@ -37,12 +37,16 @@ type CommandFile struct {
 	// takes more than one write(2) and must not interleave with another's.
 	Lock bool
 
-	fd       int
-	isFIFO   bool
-	retryAt  time.Time
-	backoff  time.Duration
-	buf      []byte
-	lastKind string
+	fd     int
+	isFIFO bool
+	// congested is set when the pipe stayed full for FullWait, until a write
+	// goes through again: meanwhile results do not wait for it, so a slow
+	// core costs one FullWait, not one per batch, before the spool takes over.
+	congested bool
+	retryAt   time.Time
+	backoff   time.Duration
+	buf       []byte
+	lastKind  string
 }
 
 // NewCommandFile returns a sink for path; nothing is opened until the first write.
@@ -159,7 +163,16 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 // finished: giving up half-way would leave a partial line that the core
 // reads glued to the next one, and the result would be sent twice.
 func (c *CommandFile) writeAll(b []byte) error {
-	deadline := time.Now().Add(c.FullWait)
+	wait := c.FullWait
+	if c.congested {
+		wait = 0
+	}
+	err := c.write(b, time.Now().Add(wait))
+	c.congested = errors.Is(err, ErrFull)
+	return err
+}
+
+func (c *CommandFile) write(b []byte, deadline time.Time) error {
 	if c.isFIFO && len(b) > pipeBuf {
 		for !c.roomFor(len(b)) {
 			if time.Now().After(deadline) {
