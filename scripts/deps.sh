@@ -3,7 +3,7 @@
 # Packages already present are not installed again.
 set -euo pipefail
 need=()
-for pkg in libmcrypt-dev nsca-client nsca cmake make gcc; do
+for pkg in libmcrypt-dev nsca-client nsca cmake make gcc nagios4-core; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then
