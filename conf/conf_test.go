@@ -35,7 +35,7 @@ func TestDefault(t *testing.T) {
 		MaxChecksPerConnection: 5000,
 		ConnectionTimeout:      10,
 		ReaderThreads:          1,
-		QueueSize:              1024,
+		QueueSize:              128,
 		SpoolFileMode:          0o600,
 		Lines:                  map[string]int{},
 	}

@@ -131,7 +131,7 @@ var options = []option{
 	{name: "reader_threads", def: "1", origin: originNew,
 		kind: integer(func(c *Config) *int { return &c.ReaderThreads }, 1, 64, ""),
 		doc:  "Goroutines per worker that read from connections with epoll, 1..64."},
-	{name: "queue_size", def: "1024", origin: originNew,
+	{name: "queue_size", def: "128", origin: originNew,
 		kind: integer(func(c *Config) *int { return &c.QueueSize }, 1, 1000000, ""),
 		doc:  "Capacity of each queue between pipeline stages, 1..1000000; bounds memory under overload."},
 	{name: "allowed_hosts", origin: originNew,

@@ -74,16 +74,40 @@ type ShortPacket struct {
 	Why       string // how the connection ended
 }
 
-const chunkSize = 16 << 10
+// Read buffers come in two sizes: a read goes into a large one, and a short
+// read (a slow client, the tail of a connection) is copied into a small
+// one, so that queued chunks hold memory in proportion to their bytes.
+const (
+	chunkSize      = 16 << 10
+	smallChunkSize = 1 << 10
+)
 
 var (
-	chunkPool  = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
-	packetPool = sync.Pool{New: func() any { b := make([]byte, packet.Size); return &b }}
+	chunkPool      = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+	smallChunkPool = sync.Pool{New: func() any { b := make([]byte, smallChunkSize); return &b }}
+	packetPool     = sync.Pool{New: func() any { b := make([]byte, packet.Size); return &b }}
 )
 
 func getChunk() []byte { return *(chunkPool.Get().(*[]byte)) }
+
+// shrinkChunk returns the n bytes read into the large buffer b, moved to a
+// small buffer (and b back to its pool) when they fit in one.
+func shrinkChunk(b []byte, n int) []byte {
+	if n > smallChunkSize {
+		return b[:n]
+	}
+	small := *(smallChunkPool.Get().(*[]byte))
+	copy(small, b[:n])
+	putChunk(b)
+	return small[:n]
+}
+
 func putChunk(b []byte) {
 	b = b[:cap(b)]
+	if cap(b) == smallChunkSize {
+		smallChunkPool.Put(&b)
+		return
+	}
 	chunkPool.Put(&b)
 }
 func getPacketBuf() []byte { return *(packetPool.Get().(*[]byte)) }

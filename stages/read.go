@@ -207,7 +207,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			c.bytesRead += uint64(n)
 			r.stats.Chunks.Add(1)
 			r.stats.BytesRead.Add(uint64(n))
-			if !send(ctx, out, chunk{conn: c, buf: buf[:n]}) {
+			if !send(ctx, out, chunk{conn: c, buf: shrinkChunk(buf, n)}) {
 				return
 			}
 		case n == 0:

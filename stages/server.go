@@ -42,8 +42,9 @@ type Server struct {
 
 // Settings derived from the config that are not options of their own.
 const (
-	statsInterval = 5 * time.Second
-	shutdownGrace = 2 * time.Second
+	statsInterval        = 5 * time.Second
+	shutdownGrace        = 2 * time.Second
+	fullWaitWithoutSpool = 10 * time.Second
 )
 
 // Threads is the number of decrypt goroutines: nsca_threads_per_worker, or
@@ -56,12 +57,14 @@ func Threads(cfg *conf.Config) int {
 }
 
 // MaxConnections is max_connections, or, when it is 0, a limit sized for the
-// machine: a quarter of the open files limit, at least 1024.
+// machine: what the open files limit allows, less some descriptors for the
+// daemon's own files (sinks, epoll, pipes), and at least 1024.
 func MaxConnections(cfg *conf.Config, nofile uint64) int {
 	if cfg.MaxConnections > 0 {
 		return cfg.MaxConnections
 	}
-	return max(1024, int(nofile/4))
+	const ownFiles = 256
+	return max(1024, int(min(nofile, 1<<30))-ownFiles)
 }
 
 // Chain builds the sinks in the order results try them: the command file
@@ -82,6 +85,12 @@ func Chain(cfg *conf.Config) ([]sink.Sink, error) {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		spool = s.Capped(cfg.CheckResultPathMaxFiles, max(cfg.QueueSize, 1))
+	}
+	if c, ok := cmd.(*sink.CommandFile); ok && spool == nil {
+		// A full pipe means the core is alive but slow. Without a spool the
+		// only other place is the dump file, which the core never reads:
+		// wait longer for the pipe (the pipeline holds back meanwhile).
+		c.FullWait = fullWaitWithoutSpool
 	}
 	var chain []sink.Sink
 	for _, s := range []sink.Sink{cmd, spool} {

@@ -27,6 +27,9 @@ func run(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx conte
 	}()
 }
 
+// shardDepth is the capacity of each shard's channel.
+const shardDepth = 8
+
 // startSharded runs n workers of one stage. A dispatcher routes every item
 // to the worker chosen by its shard key, so all items of one connection are
 // handled by one worker in arrival order; that is how results from one
@@ -47,7 +50,10 @@ func startSharded[T any](ctx context.Context, name string, in <-chan T, n, depth
 	var wg sync.WaitGroup
 	shards := make([]chan T, n)
 	for i := range shards {
-		shards[i] = make(chan T, depth)
+		// The shards only smooth the hand-off from the dispatcher; the
+		// stage's real queue is in, so they stay short and add little to
+		// what is queued (and to a check's wait) under load.
+		shards[i] = make(chan T, min(depth, shardDepth))
 		id, ch := i, shards[i]
 		run(ctx, &wg, name, func(ctx context.Context) { worker(ctx, id, ch) })
 	}

@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# Benchmarks nsca_fast (built from this checkout) against the stock daemon
+# (/usr/sbin/nsca, in both its --single and --daemon modes) with the same
+# workloads, on loopback, and prints one table with ratios, the libmcrypt
+# floor, per-stage CPU profiles of nsca_fast and the targets of issue 5.
+#
+#   bash scripts/bench.sh                 # ~8 minutes on a 2-core machine
+#   BENCH_QUICK=1 bash scripts/bench.sh   # ~2 minutes: shorter runs, no repetition
+#
+# Every daemon gets a fresh process per workload (so peak RSS is that
+# workload's), a free loopback port, a config in a temporary directory and
+# the FIFO command_file that nsca-bench creates and reads. Every process
+# started here is stopped by its PID. BENCH_KEEP=1 keeps the directory with
+# the configs, logs, JSON results and profiles.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+QUICK="${BENCH_QUICK:-0}"
+STOCK="${STOCK_NSCA:-/usr/sbin/nsca}"
+# REPS: each comparison run is repeated and the report keeps, per workload
+# and daemon, the run with the least server CPU per check: on a shared
+# machine other processes only ever add cost.
+if [ "$QUICK" = 1 ]; then
+  D=2s; DG=6s; DPROF=2; IDLE=10000; REPS="${BENCH_REPS:-1}"; FLOOR_REPS=1; PROFILES="prof-a prof-c3"
+else
+  D=5s; DG=15s; DPROF=5; IDLE=10000; REPS="${BENCH_REPS:-2}"; FLOOR_REPS=3; PROFILES="prof-a prof-c3 prof-b prof-e"
+fi
+PASSWORD='bench-password'
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/nsca-bench.XXXXXX")"
+RESULTS="$WORK/results.jsonl"
+FIFO="$WORK/nagios.cmd"
+DPID=""     # the daemon running now
+DPORT=""
+PPORT=""    # its pprof port, when profiled
+BPID=""     # a background nsca-bench (profiling runs)
+
+stop_daemon() {
+  [ -n "$DPID" ] || return 0
+  local pid="$DPID" kids
+  DPID=""
+  # Stock --daemon's per-connection children are ended by PID too.
+  kids="$(pgrep -P "$pid" 2>/dev/null || true)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  for k in $kids; do kill -KILL "$k" 2>/dev/null || true; done
+}
+cleanup() {
+  if [ -n "$BPID" ]; then kill -TERM "$BPID" 2>/dev/null || true; wait "$BPID" 2>/dev/null || true; fi
+  stop_daemon
+  if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# 10,000 idle connections need as many descriptors in the daemon and in
+# nsca-bench; raise the soft limit as far as the hard limit allows.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+echo "== Machine"
+echo "date:       $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "cpus:       $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+echo "kernel:     $(uname -sr)"
+echo "go:         $(go version)"
+echo "nsca_fast:  commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src stages cgo conf 2>/dev/null || echo ' + uncommitted changes')"
+echo "stock:      $("$STOCK" -V 2>&1 | grep -m1 Version || true) ($STOCK)"
+echo "open files: $(ulimit -n); loadavg before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "mode:       $([ "$QUICK" = 1 ] && echo quick || echo full), runs of $D (overload $DG), $REPS repetition(s)"
+if awk '{exit !($1 > 0.7)}' /proc/loadavg; then
+  echo "WARNING:    the machine is not idle (loadavg $(cut -d' ' -f1 /proc/loadavg)); other processes take CPU from the"
+  echo "            daemon and the generator: see the busy/other column and compare runs made back to back."
+fi
+echo
+
+go build -o "$WORK/nsca" ./src
+go build -o "$WORK/nsca-bench" ./scripts/nsca-bench
+BENCH="$WORK/nsca-bench"
+mkfifo "$FIFO"   # before any daemon starts: stock would otherwise use alternate_dump_file
+
+wait_listen() { # port pid
+  for _ in $(seq 1 200); do
+    if ss -ltnH "sport = :$1" 2>/dev/null | grep -q .; then return 0; fi
+    kill -0 "$2" 2>/dev/null || { echo "daemon exited at start" >&2; return 1; }
+    sleep 0.025
+  done
+  echo "daemon did not listen on $1" >&2
+  return 1
+}
+
+# start_fast METHOD WORKERS [pprof]: nsca_fast with conf/nsca.cfg's settings,
+# except what must differ on a test machine.
+start_fast() {
+  local method="$1" workers="$2" pprof="${3:-}" cfg
+  DPORT="$("$BENCH" freeport)"
+  cfg="$WORK/fast-$DPORT.cfg"
+  {
+    grep -vE '^(pid_file|server_port|server_address|nsca_user|nsca_group|command_file|alternate_dump_file|password|decryption_method|nsca_workers|connection_timeout|max_connections)=' conf/nsca.cfg
+    echo "pid_file=$WORK/fast-$DPORT.pid"
+    echo "server_port=$DPORT"
+    echo "server_address=127.0.0.1"
+    echo "command_file=$FIFO"
+    echo "alternate_dump_file=$WORK/fast-dump"
+    echo "password=$PASSWORD"
+    echo "decryption_method=$method"
+    echo "nsca_workers=$workers"
+    # Idle connections must outlive the run (the default closes a client
+    # that sends < 720 bytes in 10 s).
+    echo "connection_timeout=3600"
+    # What max_connections=0 picks with 65536 open files; this machine's hard
+    # limit may be lower, and 0 would then refuse part of the 10,000 idle.
+    echo "max_connections=16384"
+  } > "$cfg"
+  chmod 600 "$cfg"
+  local args=(-c "$cfg" -f)
+  PPORT=""
+  if [ -n "$pprof" ]; then
+    PPORT="$("$BENCH" freeport)"
+    args+=(--pprof "127.0.0.1:$PPORT")
+  fi
+  "$WORK/nsca" "${args[@]}" > "$WORK/fast-$DPORT.log" 2>&1 &
+  DPID=$!
+  wait_listen "$DPORT" "$DPID"
+}
+
+# start_stock METHOD MODE (single or daemon), in the foreground.
+start_stock() {
+  local method="$1" mode="$2" cfg
+  DPORT="$("$BENCH" freeport)"
+  cfg="$WORK/stock-$DPORT.cfg"
+  cat > "$cfg" <<EOF
+pid_file=$WORK/stock-$DPORT.pid
+server_port=$DPORT
+server_address=127.0.0.1
+debug=0
+command_file=$FIFO
+alternate_dump_file=$WORK/stock-dump
+aggregate_writes=0
+append_to_file=0
+max_packet_age=30
+password=$PASSWORD
+decryption_method=$method
+EOF
+  chmod 600 "$cfg"
+  "$STOCK" -c "$cfg" -f "--$mode" > "$WORK/stock-$DPORT.log" 2>&1 &
+  DPID=$!
+  wait_listen "$DPORT" "$DPID"
+}
+
+# bench WORKLOAD DAEMON ARGS...: one measured run against the running daemon.
+bench() {
+  local workload="$1" daemon="$2" out
+  shift 2
+  out="$("$BENCH" --json --port "$DPORT" --password "$PASSWORD" --fifo "$FIFO" --server-pid "$DPID" \
+    --workload "$workload" --daemon "$daemon" "$@" 2>>"$WORK/bench.err")" || true
+  if [ -z "$out" ]; then
+    echo "  $workload / $daemon: nsca-bench failed: $(tail -1 "$WORK/bench.err")"
+    return 0
+  fi
+  echo "$out" >> "$RESULTS"
+  echo "$out" | jq -r --arg w "$workload" --arg d "$daemon" \
+    '"  \($w) / \($d): \(.checks_per_sec|floor) checks/s, \(.server_cpu_us_per_check*100|floor/100) µs CPU/check, p50 \(.latency_p50_ms*1000|floor/1000) ms, p99 \(.latency_p99_ms*1000|floor/1000) ms, RSS \(.rss_peak_kb/1024*10|floor/10) MB, \(.delivered)/\(.sent) delivered"'
+}
+
+# run_fast / run_stock: a fresh daemon for one workload.
+run_fast() { # workload method workers args...
+  local w="$1" m="$2" n="$3"
+  shift 3
+  start_fast "$m" "$n"
+  local label="nsca_fast"
+  [ "$n" != 0 ] && label="nsca_fast w=$n"
+  bench "$w" "$label" --method "$m" "$@"
+  stop_daemon
+}
+run_stock() { # workload method mode args...
+  local w="$1" m="$2" mode="$3"
+  shift 3
+  start_stock "$m" "$mode"
+  bench "$w" "stock --$mode" --method "$m" "$@"
+  stop_daemon
+}
+run_all() { # workload method args...: nsca_fast, stock --single, stock --daemon
+  local w="$1" m="$2"
+  shift 2
+  run_fast "$w" "$m" 0 "$@"
+  run_stock "$w" "$m" single "$@"
+  run_stock "$w" "$m" daemon "$@"
+}
+
+echo "== Runs"
+A=(--checks-per-conn 20 --conns 8 --duration "$D")
+for rep in $(seq 1 "$REPS"); do
+  echo " -- repetition $rep of $REPS"
+  run_all "a: XOR, 20 checks/conn, 8 conns" 1 "${A[@]}"
+  run_fast "a: XOR, 20 checks/conn, 8 conns" 1 2 "${A[@]}"
+  run_all "b: XOR, 1 check/conn, 8 conns" 1 --checks-per-conn 1 --conns 8 --duration "$D"
+  for m in 3 8 14; do
+    run_all "c$m: method $m, 10 checks/conn, 8 conns" "$m" --checks-per-conn 10 --conns 8 --duration "$D"
+  done
+  # Stock reads a legacy packet only when the connection ends after exactly
+  # 720 bytes, so the comparison sends one per connection.
+  run_all "d: XOR legacy 720 B, 1 check/conn, 8 conns" 1 --legacy --checks-per-conn 1 --conns 8 --duration "$D"
+  [ "$QUICK" = 1 ] || run_fast "d20: XOR legacy 720 B, 20 checks/conn, 8 conns" 1 0 --legacy --checks-per-conn 20 --conns 8 --duration "$D"
+  # Stock --daemon cannot take part: a process per connection (10,000 of
+  # them) and a fixed 10 s socket timeout that closes idle clients.
+  run_fast "e: (a) + $IDLE idle conns" 1 0 "${A[@]}" --idle "$IDLE" --timeout 30s
+  run_stock "e: (a) + $IDLE idle conns" 1 single "${A[@]}" --idle "$IDLE" --timeout 30s
+done
+
+amax="$(jq -r 'select(.workload|startswith("a:")) | select(.daemon=="nsca_fast") | .checks_per_sec' "$RESULTS" | sort -g | tail -1)"
+if [ -n "$amax" ] && [ "$amax" != null ]; then
+  half="$(echo "$amax" | awk '{printf "%.0f", $1/2}')"
+  run_fast "f: (a) paced at half of its max" 1 0 "${A[@]}" --rate "$half"
+fi
+# A control for the latency: both daemons at one rate stock --single can take.
+if [ "$QUICK" != 1 ]; then
+  run_fast "f5k: (a) paced at 5,000 checks/s" 1 0 "${A[@]}" --rate 5000
+  run_stock "f5k: (a) paced at 5,000 checks/s" 1 single "${A[@]}" --rate 5000
+fi
+run_fast "g: overload, XOR, 20 checks/conn, 512 conns" 1 0 --checks-per-conn 20 --conns 512 --duration "$DG"
+
+echo
+echo "== libmcrypt floor"
+FLOOR="$WORK/floor.txt"
+go test -run '^$' -bench 'BenchmarkDecryptFrom/(tripledes|blowfish|rijndael-128)$' -count "$FLOOR_REPS" ./cgo/mcrypt | tee "$FLOOR" | grep '^Benchmark' || true
+# The same call timed as thread CPU time, the unit of the server's CPU per
+# check; three times each, the report keeps the least disturbed (lowest).
+for rep in $(seq 1 "$FLOOR_REPS"); do
+  for a in tripledes:300 blowfish:1200 rijndael-128:600; do
+    "$BENCH" floor "${a%%:*}" "${a##*:}" | tee -a "$FLOOR"
+  done
+done
+
+echo "== Profiles (CPU, ${DPROF}s, nsca_fast with --pprof)"
+profile() { # name method lead args...: lead = seconds before profiling starts
+  local name="$1" m="$2" lead="$3" prof="$WORK/$1.prof"
+  shift 3
+  start_fast "$m" 0 pprof
+  "$BENCH" --port "$DPORT" --password "$PASSWORD" --fifo "$FIFO" --server-pid "$DPID" --method "$m" "$@" \
+    --duration "$((DPROF + lead + 1))s" > "$WORK/$name.txt" 2>&1 &
+  BPID=$!
+  sleep "$lead"
+  curl -sf -o "$prof" "http://127.0.0.1:$PPORT/debug/pprof/profile?seconds=$DPROF" || echo "profile $name failed"
+  wait "$BPID" || true
+  BPID=""
+  stop_daemon
+}
+for p in $PROFILES; do
+  case "$p" in
+  prof-a) profile prof-a 1 1 --checks-per-conn 20 --conns 8 ;;
+  prof-c3) profile prof-c3 3 1 --checks-per-conn 10 --conns 8 ;;
+  prof-b) profile prof-b 1 1 --checks-per-conn 1 --conns 8 ;;
+  prof-e) profile prof-e 1 4 --checks-per-conn 20 --conns 8 --idle "$IDLE" --timeout 30s ;;
+  esac
+done
+echo
+"$BENCH" report --results "$RESULTS" --floor "$FLOOR"
+
+for p in prof-a:"XOR, 20 checks/conn (workload a)" prof-c3:"3DES, 10 checks/conn (workload c3)" \
+  prof-b:"XOR, 1 check/conn (workload b)" prof-e:"XOR, 20 checks/conn + $IDLE idle connections (workload e)"; do
+  name="${p%%:*}"
+  title="${p#*:}"
+  f="$WORK/$name.prof"
+  [ -s "$f" ] || continue
+  echo
+  echo "== Per-stage CPU profile: $title"
+  { grep -E '^(rate|server):' "$WORK/$name.txt" || true; } | sed 's/^/   run: /'
+  # Share of samples by the stage label; samples without one are the Go
+  # runtime's own goroutines (GC workers, sysmon) and the pprof server.
+  go tool pprof -tags "$WORK/nsca" "$f" 2>/dev/null | sed -n '/ stage:/,/^ *$/p'
+  total="$(go tool pprof -top -nodecount=1 "$WORK/nsca" "$f" 2>/dev/null | sed -n 's/.*Total samples = \([0-9.]*m\?s\).*/\1/p')"
+  echo "   (all samples: $total; percentages below are of all samples)"
+  for stage in accept read decrypt validate emit; do
+    echo "   -- stage=$stage: cumulative, by daemon function and system call"
+    go tool pprof -top -cum -nodecount=7 -tagfocus="stage=$stage" \
+      -show='^(golang\.org/x/sys/unix\.[A-Z]|nsca_fast/|runtime\.(cgocall|futex|mallocgc|gcBgMarkWorker|selectgo|chansend|chanrecv)$)' \
+      "$WORK/nsca" "$f" 2>/dev/null | sed -n '/flat%/,$p' | tail -n +2 | { grep -v 'stages.run.func1\|startSharded' || true; } | sed 's/^/      /'
+  done
+  echo "   -- whole process, top functions (flat)"
+  go tool pprof -top -nodecount=12 "$WORK/nsca" "$f" 2>/dev/null | sed -n '/flat%/,$p' | sed 's/^/      /'
+done
+echo
+echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"
