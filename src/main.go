@@ -321,6 +321,7 @@ func runSingle(o *options, cfg *conf.Config) int {
 			srv.Shutdown()
 			go func() {
 				running.Wait()
+				signal.Stop(sigs) // no delivery may race with the close
 				close(sigs)
 			}()
 		default:
