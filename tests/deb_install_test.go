@@ -11,7 +11,6 @@ package tests
 // tables in step with conf.Options().
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -20,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -28,7 +26,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -145,29 +142,26 @@ func TestDebInstall(t *testing.T) {
 	// 4. The installed daemon on the untouched /etc/nsca.cfg, its command
 	// file a FIFO made where that file says.
 	fifo := debMakeFIFO(t, state, cfg.CommandFile, uid, gid)
-	lines := debReadLines(t, fifo)
+	lines := openFIFOReader(t, fifo)
 	daemon := debStartDaemon(t, debInstalled, "-c", debConfig, "-f")
 	if cfg.PidFile != "" {
 		b, err := os.ReadFile(cfg.PidFile)
-		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(daemon.cmd.Process.Pid) {
-			t.Errorf("pid_file %s holds %q (%v), want %d", cfg.PidFile, b, err, daemon.cmd.Process.Pid)
+		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(daemon.pid()) {
+			t.Errorf("pid_file %s holds %q (%v), want %d", cfg.PidFile, b, err, daemon.pid())
 		}
 	}
 	if cfg.Workers == 0 && uid >= 0 {
-		if got := debProcUID(daemon.cmd.Process.Pid); got != uid {
+		if got := debProcUID(daemon.pid()); got != uid {
 			t.Errorf("the daemon runs as uid %d, want %d (nsca_user=%s)", got, uid, cfg.User)
 		}
 	}
 	nonce := debNonce()
 	debSend(t, cfg, fmt.Sprintf("deb-host\tdeb-service\t2\tdeb install test %s", nonce))
 	want := regexp.MustCompile(`^\[[0-9]+\] PROCESS_SERVICE_CHECK_RESULT;deb-host;deb-service;2;deb install test ` + nonce + `$`)
-	select {
-	case line := <-lines:
-		if !want.MatchString(line) {
-			t.Errorf("%s: got %q, want %v", fifo, line, want)
-		}
-	case <-time.After(debWait):
+	if line, ok := lines.Next(debWait); !ok {
 		t.Errorf("no result in %s after %v; daemon log:\n%s", fifo, debWait, daemon.log.String())
+	} else if !want.MatchString(line) {
+		t.Errorf("%s: got %q, want %v", fifo, line, want)
 	}
 	if code := daemon.stop(t); code != 0 {
 		t.Errorf("the daemon exited with status %d after SIGTERM; log:\n%s", code, daemon.log.String())
@@ -291,12 +285,7 @@ func (s *debState) restore(t *testing.T) {
 // cleanup puts the previous one back.
 func debPolicyDeny(t *testing.T) {
 	t.Helper()
-	if err := os.WriteFile(debPolicyRcD, []byte("#!/bin/sh\n# written by nsca_fast's tests/deb_install_test.go\nexit 101\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(debPolicyRcD, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, debPolicyRcD, "#!/bin/sh\n# written by nsca_fast's tests/deb_install_test.go\nexit 101\n", 0o755)
 }
 
 // debBuild runs scripts/build-deb.sh into dir and returns the package's path.
@@ -447,90 +436,34 @@ func debMakeFIFO(t *testing.T, s *debState, path string, uid, gid int) string {
 	return path
 }
 
-// debReadLines reads the FIFO as the monitoring core would and delivers its
-// lines. It holds the FIFO open for writing as well, so that reads wait for
-// the daemon instead of seeing end-of-file between its writes.
-func debReadLines(t *testing.T, path string) <-chan string {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 16)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		f.Close() // ends the scan: the file is in Go's poller
-		<-done
-	})
-	return lines
-}
-
-// debLog collects a daemon's output.
-type debLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *debLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *debLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type debDaemon struct {
-	cmd    *exec.Cmd
-	log    *debLog
-	exited chan struct{}
-	err    error
+	p   *proc
+	log *lockedBuffer
 }
+
+func (d *debDaemon) pid() int { return d.p.cmd.Process.Pid }
 
 // debStartDaemon starts the daemon and waits until it says it listens.
 func debStartDaemon(t *testing.T, bin string, args ...string) *debDaemon {
 	t.Helper()
-	d := &debDaemon{log: &debLog{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(bin, args...)
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	go func() {
-		d.err = d.cmd.Wait()
-		close(d.exited)
-	}()
+	d := &debDaemon{log: &lockedBuffer{}}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = d.log, d.log
+	d.p = mustStart(t, bin, cmd)
 	t.Cleanup(func() {
-		select {
-		case <-d.exited:
-		default:
-			d.cmd.Process.Kill()
-			<-d.exited
+		if !d.p.hasExited() {
+			d.p.cmd.Process.Kill()
+			<-d.p.exited
 		}
 	})
-	deadline := time.Now().Add(debWait)
-	for !strings.Contains(d.log.String(), " listening on ") {
-		select {
-		case <-d.exited:
-			t.Fatalf("%s %s exited at start (%v); log:\n%s", bin, strings.Join(args, " "), d.err, d.log.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not report listening within %v; log:\n%s", bin, debWait, d.log.String())
-		}
+	listening := func() bool { return strings.Contains(d.log.String(), " listening on ") }
+	waitFor(debWait, func() bool { return listening() || d.p.hasExited() })
+	switch {
+	case listening():
+	case d.p.hasExited():
+		t.Fatalf("%s %s exited at start (%v); log:\n%s", bin, strings.Join(args, " "), d.p.err, d.log.String())
+	default:
+		t.Fatalf("%s did not report listening within %v; log:\n%s", bin, debWait, d.log.String())
 	}
 	return d
 }
@@ -538,46 +471,25 @@ func debStartDaemon(t *testing.T, bin string, args ...string) *debDaemon {
 // stop sends SIGTERM to the daemon's PID and returns its exit status.
 func (d *debDaemon) stop(t *testing.T) int {
 	t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Errorf("SIGTERM: %v", err)
+	if d.p.terminate(debWait) {
+		t.Errorf("the daemon did not stop within %v of SIGTERM; it was killed", debWait)
 	}
-	select {
-	case <-d.exited:
-	case <-time.After(debWait):
-		t.Errorf("the daemon did not stop within %v of SIGTERM; killing it", debWait)
-		d.cmd.Process.Kill()
-		<-d.exited
-	}
-	return d.cmd.ProcessState.ExitCode()
+	return d.p.state.ExitCode()
 }
 
 // debSend sends one result with Debian's send_nsca, using
 // /etc/send_nsca.cfg when its settings match the daemon's.
 func debSend(t *testing.T, cfg *conf.Config, input string) {
 	t.Helper()
-	clientCfg := debSendConfig
+	cl := Client{Password: cfg.Password, Method: cfg.DecryptionMethod}
 	method, password, err := debClientSettings(debSendConfig)
 	if err != nil || method != cfg.DecryptionMethod || password != cfg.Password {
-		clientCfg = filepath.Join(t.TempDir(), "send_nsca.cfg")
-		body := fmt.Sprintf("encryption_method=%d\n", cfg.DecryptionMethod)
-		if cfg.Password != "" {
-			body += "password=" + cfg.Password + "\n"
-		}
-		if err := os.WriteFile(clientCfg, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
 		t.Logf("%s does not match %s (%v); using encryption_method=%d and its password", debSendConfig, debConfig, err, cfg.DecryptionMethod)
 	} else {
+		cl.CfgPath = debSendConfig
 		t.Logf("sending with %s (encryption_method=%d, matching %s)", debSendConfig, method, debConfig)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), debWait)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, sendNscaPath, "-H", "127.0.0.1", "-p", strconv.Itoa(cfg.ServerPort), "-to", "10", "-c", clientCfg)
-	cmd.Stdin = strings.NewReader(input)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "1 data packet(s) sent to host successfully.") {
-		t.Fatalf("send_nsca: %v\n%s", err, out)
-	}
+	cl.send(t, cfg.ServerPort, input, 1)
 }
 
 // debClientSettings reads encryption_method and password from a
@@ -697,7 +609,7 @@ func debReadFile(t *testing.T, path string) []byte {
 
 // debPortBusy reports whether something accepts connections on the port.
 func debPortBusy(port int) bool {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+	c, err := dialLocal(port, "", time.Second)
 	if err != nil {
 		return false
 	}
@@ -707,30 +619,20 @@ func debPortBusy(port int) bool {
 
 // debProcUID is the real uid of a process, -1 if it cannot be read.
 func debProcUID(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	ids := procStatus(pid, "Uid:")
+	if len(ids) == 0 {
 		return -1
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Uid:" {
-			n, _ := strconv.Atoi(f[1])
-			return n
-		}
-	}
-	return -1
+	n, _ := strconv.Atoi(ids[0])
+	return n
 }
 
 // debProcesses lists the processes running the program at path (also after
 // it was deleted).
 func debProcesses(path string) []int {
-	entries, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+	for _, pid := range procPIDs() {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if err == nil && (exe == path || exe == path+" (deleted)") {
 			pids = append(pids, pid)
 		}

@@ -1,10 +1,8 @@
 package tests
 
 import (
-	"bytes"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,36 +14,24 @@ import (
 // daemon holds the FIFO open (aggregate_writes=1, its write gets EPIPE) or
 // opens it per result.
 func TestSinkFIFOReaderRestarts(t *testing.T) {
-	for _, aggregate := range []string{"0", "1"} {
-		t.Run("aggregate_writes="+aggregate, func(t *testing.T) {
-			t.Parallel()
-			fifo := makeFIFO(t, t.TempDir())
-			first := openFIFOReader(t, fifo)
-			d := startDaemon(t, Config{
-				"command_file":      fifo,
-				"aggregate_writes":  aggregate,
-				"password":          shortPassword,
-				"decryption_method": "1",
-			})
-			cl := Client{Password: shortPassword, Method: 1}
-			lo := now()
-			cl.send(t, d.Port, "core1\tsvc\t0\tto the first core\x17", 1)
-			got := first.Collect(t, 1)
-			first.Close()
-			second := openFIFOReader(t, fifo)
-			cl.send(t, d.Port, "core2\tsvc\t1\tto the second core\x17core2\t2\tand a host check\x17", 2)
-			got = append(got, second.Collect(t, 2)...)
-			hi := now()
-			d.Stop()
-			time.Sleep(50 * time.Millisecond)
-			got = append(got, second.Pending()...)
-			assertLines(t, stripTimes(t, got, lo, hi), []string{
-				serviceLine("core1", "svc", 0, "to the first core"),
-				serviceLine("core2", "svc", 1, "to the second core"),
-				hostLine("core2", 2, "and a host check"),
-			})
+	eachAggregateWrites(t, func(t *testing.T, fifo string, first *FIFOReader, d *Daemon, cl Client) {
+		lo := now()
+		cl.send(t, d.Port, "core1\tsvc\t0\tto the first core\x17", 1)
+		got := first.Collect(t, 1)
+		first.Close()
+		second := openFIFOReader(t, fifo)
+		cl.send(t, d.Port, "core2\tsvc\t1\tto the second core\x17core2\t2\tand a host check\x17", 2)
+		got = append(got, second.Collect(t, 2)...)
+		hi := now()
+		d.Stop()
+		time.Sleep(50 * time.Millisecond)
+		got = append(got, second.Pending()...)
+		assertLines(t, stripTimes(t, got, lo, hi), []string{
+			serviceLine("core1", "svc", 0, "to the first core"),
+			serviceLine("core2", "svc", 1, "to the second core"),
+			hostLine("core2", 2, "and a host check"),
 		})
-	}
+	})
 }
 
 // TestRelativePathsFromStartDir: relative command_file and pid_file are
@@ -55,16 +41,14 @@ func TestRelativePathsFromStartDir(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "var"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "var", "nsca.cmd"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemonIn(t, dir, Config{
+	writeFile(t, filepath.Join(dir, "var", "nsca.cmd"), "", 0o644)
+	d := startDaemonWith(t, Config{
 		"command_file":      "var/nsca.cmd",
 		"pid_file":          "var/nsca.pid",
 		"append_to_file":    "1",
 		"password":          shortPassword,
 		"decryption_method": "1",
-	})
+	}, daemonOpts{dir: dir})
 	if _, err := os.Stat(filepath.Join(dir, "var", "nsca.pid")); err != nil {
 		t.Errorf("relative pid_file not written in the start directory: %v", err)
 	}
@@ -80,9 +64,7 @@ func TestInetd(t *testing.T) {
 	cmdFile := commandFile(t, dir)
 	cfgPath := filepath.Join(dir, "nsca.cfg")
 	cfg := Config{"command_file": cmdFile, "append_to_file": "1", "password": shortPassword, "decryption_method": "14"}
-	if err := os.WriteFile(cfgPath, []byte(cfg.text()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfgPath, cfg.text(), 0o600)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +77,7 @@ func TestInetd(t *testing.T) {
 		p   *proc
 		err error
 	}
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	ch := make(chan started, 1)
 	go func() {
 		c, err := l.Accept()
@@ -110,8 +92,7 @@ func TestInetd(t *testing.T) {
 			return
 		}
 		defer f.Close()
-		cmd := exec.Command(daemonBin(), "-c", cfgPath, "--inetd", "-f")
-		cmd.Dir = dir
+		cmd := nscaCmd(dir, nil, "-c", cfgPath, "--inetd", "-f")
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = f, f, &stderr
 		p, err := startProc("nsca --inetd", cmd)
 		ch <- started{p, err}
@@ -127,10 +108,7 @@ func TestInetd(t *testing.T) {
 	if s.err != nil {
 		t.Fatalf("starting the daemon under inetd: %v", s.err)
 	}
-	select {
-	case <-s.p.exited:
-	case <-time.After(stopTimeout):
-		s.p.terminate(time.Second)
+	if !s.p.exitWithin(stopTimeout) {
 		t.Fatalf("the inetd daemon did not exit after its connection ended\nstderr:\n%s", stderr.String())
 	}
 	if sendErr != nil || !strings.Contains(out, "2 data packet(s) sent") {
@@ -140,7 +118,7 @@ func TestInetd(t *testing.T) {
 		t.Errorf("the inetd daemon exited with %v, want 0\nstderr:\n%s", s.p.state, stderr.String())
 	}
 	hi := now()
-	assertLines(t, stripTimes(t, completeLines(readFile(t, cmdFile)), lo, hi), []string{
+	assertLines(t, commandsIn(t, cmdFile, lo, hi), []string{
 		serviceLine("inetd", "svc", 2, "via inetd\nline 2"),
 		hostLine("inetd", 0, "host via inetd"),
 	})

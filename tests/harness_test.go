@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -220,10 +219,9 @@ func waitPort(p *proc, port int, timeout time.Duration) error {
 		if p.hasExited() {
 			return fmt.Errorf("%s exited before accepting connections: %v", p.name, p.state)
 		}
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		c, err := dialLocal(port, "", 200*time.Millisecond)
 		if err == nil {
-			c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-			_, err = io.ReadFull(c, make([]byte, 132))
+			_, err = readInit(c, 500*time.Millisecond)
 			c.Close()
 			if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 				return nil
@@ -248,62 +246,108 @@ type Daemon struct {
 	termSent   bool // the test sent SIGTERM itself
 }
 
+// daemonOpts says how to start a daemon; the zero value starts the daemon
+// under test as `nsca -c CFG -f` in a new temporary directory on a free
+// port and waits until the port serves.
+type daemonOpts struct {
+	dir     string                                    // "": a new temporary directory
+	port    int                                       // 0: a free port (and a retry should it be taken meanwhile)
+	bin     string                                    // "": the daemon under test
+	args    []string                                  // after -c CFG -f
+	env     []string                                  // added to the environment
+	wrap    func(bin string, args []string) *exec.Cmd // builds the command (default: bin itself)
+	extra   []*os.File                                // descriptors from 3 on
+	noWait  bool                                      // do not wait until the port serves
+	cfgMode os.FileMode                               // 0: 0600
+	cfgTail string                                    // raw text after the options of the config
+}
+
+// listenConfig is cfg listening on 127.0.0.1:port, unless cfg says
+// otherwise.
+func listenConfig(cfg Config, port int) Config {
+	return merge(Config{"server_address": "127.0.0.1", "server_port": strconv.Itoa(port)}, cfg)
+}
+
 // startDaemon writes cfg (server_address and server_port filled in) into a
 // temporary directory, starts `nsca -c CFG -f`, and waits until the port
 // accepts. Cleanup stops it and asserts exit status 0.
-func startDaemon(t testing.TB, cfg Config, args ...string) *Daemon {
+func startDaemon(t testing.TB, cfg Config) *Daemon {
 	t.Helper()
-	return startDaemonIn(t, t.TempDir(), cfg, args...)
+	return startDaemonWith(t, cfg, daemonOpts{})
 }
 
-// startDaemonIn is startDaemon with dir as the daemon's working directory
-// and the home of its config and stderr files.
-func startDaemonIn(t testing.TB, dir string, cfg Config, args ...string) *Daemon {
+// startDaemonWith is startDaemon as o says.
+func startDaemonWith(t testing.TB, cfg Config, o daemonOpts) *Daemon {
+	t.Helper()
+	d := launchDaemon(t, cfg, o)
+	t.Cleanup(func() {
+		d.Stop()
+		if t.Failed() {
+			t.Logf("daemon stderr (%s):\n%s", d.stderrPath, d.Stderr())
+		}
+	})
+	return d
+}
+
+// launchDaemon starts a daemon as o says, without any cleanup: the caller
+// ends it.
+func launchDaemon(t testing.TB, cfg Config, o daemonOpts) *Daemon {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		d, err := tryStartDaemon(t, dir, cfg, args)
+		d, err := tryStartDaemon(t, cfg, o)
 		if err == nil {
-			t.Cleanup(func() {
-				d.Stop()
-				if t.Failed() {
-					t.Logf("daemon stderr (%s):\n%s", d.stderrPath, d.Stderr())
-				}
-			})
 			return d
 		}
 		// A port found free can be taken by someone else before the daemon
 		// binds it; only that is worth a retry.
-		if attempt < 4 && strings.Contains(d.Stderr(), "address already in use") {
+		if attempt < 4 && o.port == 0 && strings.Contains(d.Stderr(), "address already in use") {
 			continue
 		}
 		t.Fatalf("starting the daemon: %v\nconfig:\n%s\nstderr:\n%s", err, readFile(t, d.CfgPath), d.Stderr())
 	}
 }
 
-func tryStartDaemon(t testing.TB, dir string, cfg Config, args []string) (*Daemon, error) {
-	c := Config{"server_address": "127.0.0.1"}
-	for k, v := range cfg {
-		c[k] = v
+func tryStartDaemon(t testing.TB, cfg Config, o daemonOpts) (*Daemon, error) {
+	t.Helper()
+	dir, port, bin, mode := o.dir, o.port, o.bin, o.cfgMode
+	if dir == "" {
+		dir = t.TempDir()
 	}
-	port := freePort(t)
-	c["server_port"] = strconv.Itoa(port)
+	if port == 0 {
+		port = freePort(t)
+	}
+	if bin == "" {
+		bin = daemonBin()
+	}
+	if mode == 0 {
+		mode = 0o600
+	}
+	c := merge(Config{"server_address": "127.0.0.1"}, cfg, Config{"server_port": strconv.Itoa(port)})
 	d := &Daemon{t: t, Dir: dir, Port: port,
 		CfgPath:    filepath.Join(dir, fmt.Sprintf("nsca-%d.cfg", port)),
 		stderrPath: filepath.Join(dir, fmt.Sprintf("nsca-%d.stderr", port))}
-	if err := os.WriteFile(d.CfgPath, []byte(c.text()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, d.CfgPath, c.text()+o.cfgTail, mode)
 	stderr, err := os.Create(d.stderrPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stderr.Close()
-	cmd := exec.Command(daemonBin(), append([]string{"-c", d.CfgPath, "-f"}, args...)...)
+	args := append([]string{"-c", d.CfgPath, "-f"}, o.args...)
+	var cmd *exec.Cmd
+	if o.wrap != nil {
+		cmd = o.wrap(bin, args)
+	} else {
+		cmd = exec.Command(bin, args...)
+	}
 	cmd.Dir = dir
-	cmd.Stdout = stderr
-	cmd.Stderr = stderr
-	if d.p, err = startProc("nsca", cmd); err != nil {
-		t.Fatalf("starting %s: %v", nscaBin, err)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if o.env != nil {
+		cmd.Env = append(os.Environ(), o.env...)
+	}
+	cmd.ExtraFiles = o.extra
+	d.p = mustStart(t, filepath.Base(bin), cmd)
+	if o.noWait {
+		return d, nil
 	}
 	if err := waitPort(d.p, port, startTimeout); err != nil {
 		d.p.terminate(time.Second)
@@ -311,6 +355,9 @@ func tryStartDaemon(t testing.TB, dir string, cfg Config, args []string) (*Daemo
 	}
 	return d, nil
 }
+
+// Pid is the daemon's PID.
+func (d *Daemon) Pid() int { return d.p.cmd.Process.Pid }
 
 // Stderr is what the daemon has logged so far.
 func (d *Daemon) Stderr() string {
@@ -342,9 +389,38 @@ func (d *Daemon) Signal(sig syscall.Signal) {
 	if sig == syscall.SIGTERM {
 		d.termSent = true
 	}
-	if err := syscall.Kill(d.p.cmd.Process.Pid, sig); err != nil {
-		d.t.Fatalf("kill -%d %d: %v", sig, d.p.cmd.Process.Pid, err)
+	if err := syscall.Kill(d.Pid(), sig); err != nil {
+		d.t.Fatalf("kill -%d %d: %v", sig, d.Pid(), err)
 	}
+}
+
+// rewriteConfig replaces the daemon's configuration file with cfg, keeping
+// its address and port.
+func (d *Daemon) rewriteConfig(cfg Config) {
+	d.t.Helper()
+	writeFile(d.t, d.CfgPath, listenConfig(cfg, d.Port).text(), 0o600)
+}
+
+// waitLog waits until the daemon's log has a line matching re and returns
+// it.
+func (d *Daemon) waitLog(re *regexp.Regexp, timeout time.Duration) string {
+	d.t.Helper()
+	lines, ok := waitLines(d.Stderr, re, 1, timeout)
+	if !ok {
+		d.t.Fatalf("no log line matching %q within %v", re, timeout)
+	}
+	return lines[0]
+}
+
+// waitWorkers waits until the daemon has exactly n live worker processes,
+// none of them in not, and returns them.
+func (d *Daemon) waitWorkers(n int, timeout time.Duration, not ...int) []int {
+	d.t.Helper()
+	kids, ok := waitChildren(d.Pid(), n, timeout, not...)
+	if !ok {
+		d.t.Fatalf("the daemon %d has the children %v after %v, want %d workers (other than %v); exited: %v\nstderr:\n%s", d.Pid(), kids, timeout, n, not, d.p.hasExited(), d.Stderr())
+	}
+	return kids
 }
 
 // runDaemonExpectFailure starts the daemon with the config text, which must
@@ -353,22 +429,10 @@ func runDaemonExpectFailure(t testing.TB, cfgText string) (cfgPath string, code 
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath = filepath.Join(dir, "nsca.cfg")
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(daemonBin(), "-c", cfgPath, "-f")
-	cmd.Dir = dir
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	p, err := startProc("nsca", cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(startTimeout):
-		p.terminate(stopTimeout)
+	writeFile(t, cfgPath, cfgText, 0o600)
+	var out lockedBuffer
+	p := mustStart(t, "nsca", nscaCmd(dir, &out, "-c", cfgPath, "-f"))
+	if !p.exitWithin(startTimeout) {
 		t.Fatalf("the daemon did not exit on a bad configuration within %v; it was stopped\nconfig:\n%s\noutput:\n%s", startTimeout, cfgText, out.String())
 	}
 	return cfgPath, p.state.ExitCode(), out.String()
@@ -379,6 +443,7 @@ type Client struct {
 	Password string
 	Method   int
 	Args     []string // extra arguments, e.g. --legacy-2-7-mode
+	CfgPath  string   // a send_nsca.cfg to use instead of Password and Method
 }
 
 // send runs the real send_nsca against 127.0.0.1:port with input on its
@@ -397,17 +462,27 @@ func (cl Client) send(t testing.TB, port int, input string, wantPackets int) str
 	return out
 }
 
+// sendRejected runs send_nsca with input that the daemon rejects: it
+// closes the connection at the first bad packet, so send_nsca may die of
+// SIGPIPE and its exit status is no concern; only a hang fails the test.
+func (cl Client) sendRejected(t testing.TB, port int, input string) {
+	t.Helper()
+	if out, err := cl.run(t, port, input); err != nil && strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("send_nsca: %v\n%s", err, out)
+	}
+}
+
 func (cl Client) run(t testing.TB, port int, input string) (string, error) {
 	t.Helper()
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "send_nsca.cfg")
-	var cfg strings.Builder
-	if cl.Password != "" {
-		fmt.Fprintf(&cfg, "password=%s\n", cl.Password)
-	}
-	fmt.Fprintf(&cfg, "encryption_method=%d\n", cl.Method)
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
+	cfgPath := cl.CfgPath
+	if cfgPath == "" {
+		cfgPath = filepath.Join(t.TempDir(), "send_nsca.cfg")
+		var cfg strings.Builder
+		if cl.Password != "" {
+			fmt.Fprintf(&cfg, "password=%s\n", cl.Password)
+		}
+		fmt.Fprintf(&cfg, "encryption_method=%d\n", cl.Method)
+		writeFile(t, cfgPath, cfg.String(), 0o600)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	defer cancel()
@@ -446,17 +521,11 @@ func completeLines(text string) []string {
 // waitFileLines polls path until it holds at least n complete lines.
 func waitFileLines(t testing.TB, path string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(arriveTimeout)
-	for {
-		lines := completeLines(readFile(t, path))
-		if len(lines) >= n {
-			return lines
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds %d complete lines after %v, want %d:\n%s", path, len(lines), arriveTimeout, n, strings.Join(lines, "\n"))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var lines []string
+	if !waitFor(arriveTimeout, func() bool { lines = completeLines(readFile(t, path)); return len(lines) >= n }) {
+		t.Fatalf("%s holds %d complete lines after %v, want %d:\n%s", path, len(lines), arriveTimeout, n, strings.Join(lines, "\n"))
 	}
+	return lines
 }
 
 var commandLine = regexp.MustCompile(`^\[(\d+)\] (.*)$`)
@@ -481,6 +550,13 @@ func stripTimes(t testing.TB, lines []string, lo, hi int64) []string {
 		out[i] = m[2]
 	}
 	return out
+}
+
+// commandsIn returns the command lines of the file at path without their
+// `[time] ` prefix, checking that each time lies in [lo-1, hi+1].
+func commandsIn(t testing.TB, path string, lo, hi int64) []string {
+	t.Helper()
+	return stripTimes(t, completeLines(readFile(t, path)), lo, hi)
 }
 
 // assertLines compares got and want line by line, reporting every difference.
@@ -521,9 +597,7 @@ func abbrev(s string) string {
 func commandFile(t testing.TB, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "nsca.cmd")
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, "", 0o644)
 	return path
 }
 
@@ -550,15 +624,36 @@ type FIFOReader struct {
 // one reader. Cleanup closes it.
 func openFIFOReader(t testing.TB, path string) *FIFOReader {
 	t.Helper()
+	return newFIFOReader(t, openRDWR(t, path))
+}
+
+// openRDWR opens the FIFO at path for reading and writing, as a monitoring
+// core does: the open never blocks, and reads never see end-of-file when a
+// writer closes.
+func openRDWR(t testing.TB, path string) *os.File {
+	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatalf("opening FIFO %s: %v", path, err)
 	}
+	return f
+}
+
+// newFIFOReader collects the newline-terminated lines read from f, already
+// open, until f is closed; a partial line at the end is not a line. Cleanup
+// closes f.
+func newFIFOReader(t testing.TB, f *os.File) *FIFOReader {
 	r := &FIFOReader{f: f, lines: make(chan string, 100000), done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				return i + 1, data[:i], nil
+			}
+			return 0, nil, nil
+		})
 		for sc.Scan() {
 			r.lines <- sc.Text()
 		}
@@ -592,6 +687,16 @@ func (r *FIFOReader) Collect(t testing.TB, n int) []string {
 	return out
 }
 
+// Next returns the next line, or false after timeout.
+func (r *FIFOReader) Next(timeout time.Duration) (string, bool) {
+	select {
+	case l := <-r.lines:
+		return l, true
+	case <-time.After(timeout):
+		return "", false
+	}
+}
+
 // Pending returns the lines that arrived but were not collected yet.
 func (r *FIFOReader) Pending() []string {
 	var out []string
@@ -605,7 +710,7 @@ func (r *FIFOReader) Pending() []string {
 	}
 }
 
-// stderrLines returns the lines of the daemon's stderr matching re.
+// grepLines returns the lines of text matching re.
 func grepLines(text string, re *regexp.Regexp) []string {
 	var out []string
 	for _, l := range strings.Split(text, "\n") {

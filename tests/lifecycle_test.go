@@ -8,7 +8,6 @@ package tests
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -31,15 +30,14 @@ import (
 // lcPassword is the password of the daemons of this file (XOR).
 const lcPassword = "lifecycle-pw"
 
-// lcCheck is one check result a raw client sends.
-type lcCheck struct {
-	host, svc string
-	rc        int
-	output    string
+// lcCfg is a configuration for XOR with lcPassword, writing to the regular
+// command file cmd, plus extra.
+func lcCfg(cmd string, extra Config) Config {
+	return merge(Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword, "decryption_method": "1"}, extra)
 }
 
-// line is the command file line (without its time) the check must produce.
-func (c lcCheck) line() string { return serviceLine(c.host, c.svc, c.rc, c.output) }
+// lcWorkers is the nsca_workers option.
+func lcWorkers(n int) Config { return Config{"nsca_workers": strconv.Itoa(n)} }
 
 // lcConnResult is how far one client connection got.
 type lcConnResult struct {
@@ -59,24 +57,23 @@ type lcConnResult struct {
 // lcSend connects to 127.0.0.1:port, reads the init packet, sends checks
 // XOR-encrypted with password, half-closes and waits for the server to
 // close. It never fails the test: the result says how far it got.
-func lcSend(port int, password string, checks []lcCheck) lcConnResult {
+func lcSend(port int, password string, checks []rawCheck) lcConnResult {
 	return lcSendHook(port, password, checks, nil)
 }
 
 // lcSendHook is lcSend calling onInit, if not nil, when the init packet
 // has arrived.
-func lcSendHook(port int, password string, checks []lcCheck, onInit func()) (r lcConnResult) {
+func lcSendHook(port int, password string, checks []rawCheck, onInit func()) (r lcConnResult) {
 	defer func() { r.endAt = time.Now() }()
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 2*time.Second)
+	c, err := dialLocal(port, "", 2*time.Second)
 	if err != nil {
 		r.dialErr = err
 		return r
 	}
 	defer c.Close()
 	tc := c.(*net.TCPConn)
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	init := make([]byte, initPacketSize)
-	if _, err := io.ReadFull(c, init); err != nil {
+	rc, err := readInit(c, 5*time.Second)
+	if err != nil {
 		r.initErr = err
 		return r
 	}
@@ -84,12 +81,7 @@ func lcSendHook(port int, password string, checks []lcCheck, onInit func()) (r l
 	if onInit != nil {
 		onInit()
 	}
-	rc := &rawConn{iv: init[:128], ts: binary.BigEndian.Uint32(init[128:])}
-	var buf []byte
-	for _, ch := range checks {
-		buf = append(buf, rc.packet(packetSize, rc.ts, int16(ch.rc), ch.host, ch.svc, ch.output, 1, password)...)
-	}
-	if _, err := c.Write(buf); err != nil {
+	if _, err := c.Write(rc.packets(password, checks)); err != nil {
 		r.err = fmt.Errorf("write: %w", err)
 		return r
 	}
@@ -127,10 +119,19 @@ func lcSendHook(port int, password string, checks []lcCheck, onInit func()) (r l
 
 // lcChecks makes n checks that name their client and connection, so every
 // line of the command file tells where it came from.
-func lcChecks(tag string, client, conn, n int) []lcCheck {
-	out := make([]lcCheck, n)
+func lcChecks(tag string, client, conn, n int) []rawCheck {
+	out := make([]rawCheck, n)
 	for i := range out {
-		out[i] = lcCheck{host: fmt.Sprintf("%s-c%02d", tag, client), svc: fmt.Sprintf("conn%05d", conn), rc: i % 4, output: fmt.Sprintf("check %d of %s/%d/%d", i, tag, client, conn)}
+		out[i] = rawCheck{rc: int16(i % 4), host: fmt.Sprintf("%s-c%02d", tag, client), svc: fmt.Sprintf("conn%05d", conn), output: fmt.Sprintf("check %d of %s/%d/%d", i, tag, client, conn)}
+	}
+	return out
+}
+
+// lcLines is the command file lines the checks must produce.
+func lcLines(checks []rawCheck) []string {
+	var out []string
+	for _, ch := range checks {
+		out = append(out, ch.line())
 	}
 	return out
 }
@@ -138,7 +139,7 @@ func lcChecks(tag string, client, conn, n int) []lcCheck {
 // lcConn is one connection of a burst.
 type lcConn struct {
 	client, seq int
-	checks      []lcCheck
+	checks      []rawCheck
 	start       time.Time
 	res         lcConnResult
 }
@@ -199,6 +200,16 @@ func (b *lcBurst) fullCount() int {
 	return b.full
 }
 
+// waitGoing waits up to 5 s until n connections were fully sent; if they
+// were not, it stops the clients and fails the test.
+func (b *lcBurst) waitGoing(t *testing.T, n int) {
+	t.Helper()
+	if !waitFor(5*time.Second, func() bool { return b.fullCount() >= n }) {
+		conns := b.finish()
+		t.Fatalf("the burst did not get going: %d of %d connections fully sent in 5 s", b.fullCount(), len(conns))
+	}
+}
+
 // signalMidway sends sig to pid at a moment when at least one connection
 // is past its init packet and not finished, and returns that moment.
 func (b *lcBurst) signalMidway(t *testing.T, pid int, sig syscall.Signal) time.Time {
@@ -233,111 +244,27 @@ func (b *lcBurst) finish() []*lcConn {
 // lcDaemon is a daemon started by this file's tests, ended by its PID;
 // workers it was seen with are killed by PID if they outlive it.
 type lcDaemon struct {
-	t       *testing.T
-	dir     string
-	port    int
-	cfg     Config
-	cfgPath string
-	logPath string
-	p       *proc
-	pid     int
-
+	*Daemon
 	mu   sync.Mutex
 	seen map[int]bool
-}
-
-type lcOpts struct {
-	env    []string                                  // added to the environment
-	wrap   func(bin string, args []string) *exec.Cmd // builds the command (default: the daemon itself)
-	extra  []*os.File                                // descriptors from 3 on
-	port   int                                       // 0: a free port
-	noWait bool                                      // do not wait until the port serves
-	dir    string                                    // "": a new temporary directory
-}
-
-// lcConfig fills in the listening address and port.
-func lcConfig(cfg Config, port int) Config {
-	c := Config{"server_address": "127.0.0.1", "server_port": strconv.Itoa(port)}
-	for k, v := range cfg {
-		c[k] = v
-	}
-	return c
 }
 
 // lcStart writes cfg into a directory, starts `nsca -c CFG -f` there with
 // its output in a log file, and (unless o.noWait) waits until the port
 // serves. Cleanup ends it and any worker it had, by PID.
-func lcStart(t *testing.T, cfg Config, o lcOpts) *lcDaemon {
+func lcStart(t *testing.T, cfg Config, o daemonOpts) *lcDaemon {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		d, err := lcTryStart(t, cfg, o)
-		if err == nil {
-			return d
-		}
-		log := d.log()
-		if attempt < 3 && o.port == 0 && strings.Contains(log, "address already in use") {
-			continue
-		}
-		t.Fatalf("starting the daemon: %v\nconfig:\n%s\nlog:\n%s", err, readFile(t, d.cfgPath), log)
-	}
-}
-
-func lcTryStart(t *testing.T, cfg Config, o lcOpts) (*lcDaemon, error) {
-	t.Helper()
-	dir := o.dir
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	port := o.port
-	if port == 0 {
-		port = freePort(t)
-	}
-	d := &lcDaemon{t: t, dir: dir, port: port, cfg: lcConfig(cfg, port), seen: map[int]bool{},
-		cfgPath: filepath.Join(dir, fmt.Sprintf("nsca-%d.cfg", port)),
-		logPath: filepath.Join(dir, fmt.Sprintf("nsca-%d.log", port))}
-	if err := os.WriteFile(d.cfgPath, []byte(d.cfg.text()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(d.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	args := []string{"-c", d.cfgPath, "-f"}
-	var cmd *exec.Cmd
-	if o.wrap != nil {
-		cmd = o.wrap(daemonBin(), args)
-	} else {
-		cmd = exec.Command(daemonBin(), args...)
-	}
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), o.env...)
-	cmd.ExtraFiles = o.extra
-	if d.p, err = startProc("nsca", cmd); err != nil {
-		t.Fatalf("starting %s: %v", cmd.Path, err)
-	}
-	d.pid = cmd.Process.Pid
+	d := &lcDaemon{Daemon: launchDaemon(t, cfg, o), seen: map[int]bool{}}
 	t.Cleanup(d.cleanup)
-	if o.noWait {
-		return d, nil
-	}
-	if err := waitPort(d.p, port, startTimeout); err != nil {
-		d.kill()
-		return d, err
-	}
-	return d, nil
-}
-
-// log is what the daemon and its workers have written so far.
-func (d *lcDaemon) log() string {
-	b, _ := os.ReadFile(d.logPath)
-	return string(b)
+	return d
 }
 
 // workers returns the live children of the daemon and remembers them.
 func (d *lcDaemon) workers() []int {
-	kids := lcChildren(d.pid)
+	return d.remember(childPIDs(d.Pid()))
+}
+
+func (d *lcDaemon) remember(kids []int) []int {
 	d.mu.Lock()
 	for _, k := range kids {
 		d.seen[k] = true
@@ -350,23 +277,7 @@ func (d *lcDaemon) workers() []int {
 // than those in not, and returns them.
 func (d *lcDaemon) waitWorkers(n int, timeout time.Duration, not ...int) []int {
 	d.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		kids := d.workers()
-		ok := len(kids) == n
-		for _, k := range kids {
-			if slices.Contains(not, k) {
-				ok = false
-			}
-		}
-		if ok {
-			return kids
-		}
-		if time.Now().After(deadline) || d.p.hasExited() {
-			d.t.Fatalf("the daemon %d has the children %v after %v, want %d workers (other than %v); exited: %v\nlog:\n%s", d.pid, kids, timeout, n, not, d.p.hasExited(), d.log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return d.remember(d.Daemon.waitWorkers(n, timeout, not...))
 }
 
 // kill ends the daemon by its PID: SIGTERM, then SIGKILL.
@@ -386,21 +297,15 @@ func (d *lcDaemon) cleanup() {
 	}
 	// Workers of a daemon that had to be killed get SIGTERM from the
 	// kernel (parent-death signal) and drain: give them a moment.
-	for deadline := time.Now().Add(3 * time.Second); !lcAllGone(seen) && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	var left []int
-	for _, pid := range seen {
-		if !lcGone(pid) {
-			left = append(left, pid)
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
+	left := waitGone(seen, 3*time.Second)
+	for _, pid := range left {
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if len(left) > 0 {
-		d.t.Errorf("worker processes %v outlived the daemon %d; killed", left, d.pid)
+		d.t.Errorf("worker processes %v outlived the daemon %d; killed", left, d.Pid())
 	}
 	if d.t.Failed() {
-		d.t.Logf("daemon log (%s):\n%s", d.logPath, d.log())
+		d.t.Logf("daemon log (%s):\n%s", d.stderrPath, d.Stderr())
 	}
 }
 
@@ -408,136 +313,25 @@ func (d *lcDaemon) cleanup() {
 func (d *lcDaemon) stop() {
 	d.t.Helper()
 	d.workers()
-	syscall.Kill(d.pid, syscall.SIGTERM)
+	syscall.Kill(d.Pid(), syscall.SIGTERM)
 	d.waitExit0(stopTimeout)
 }
 
 // waitExit0 waits for the daemon's exit and asserts status 0.
 func (d *lcDaemon) waitExit0(timeout time.Duration) {
 	d.t.Helper()
-	select {
-	case <-d.p.exited:
-	case <-time.After(timeout):
-		d.t.Fatalf("the daemon %d did not exit within %v", d.pid, timeout)
+	if !d.p.exitWithin(timeout) {
+		d.t.Fatalf("the daemon %d did not exit within %v", d.Pid(), timeout)
 	}
 	if !d.p.state.Success() {
 		d.t.Errorf("the daemon exited with %v, want status 0", d.p.state)
 	}
 }
 
-// signal sends sig to the daemon's PID.
-func (d *lcDaemon) signal(sig syscall.Signal) {
-	d.t.Helper()
-	if err := syscall.Kill(d.pid, sig); err != nil {
-		d.t.Fatalf("kill -%d %d: %v", sig, d.pid, err)
-	}
-}
-
-// rewrite replaces the configuration file, keeping address and port.
-func (d *lcDaemon) rewrite(cfg Config) {
-	d.t.Helper()
-	d.cfg = lcConfig(cfg, d.port)
-	if err := os.WriteFile(d.cfgPath, []byte(d.cfg.text()), 0o600); err != nil {
-		d.t.Fatal(err)
-	}
-}
-
-// waitLog waits until the log has a line matching re and returns it.
-func (d *lcDaemon) waitLog(re *regexp.Regexp, timeout time.Duration) string {
-	d.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if lines := grepLines(d.log(), re); len(lines) > 0 {
-			return lines[0]
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("no log line matching %q within %v", re, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// lcStat returns the fields of /proc/pid/stat after the command name:
-// [0] state, [1] ppid, [2] pgrp, [3] session, [4] tty_nr, ...
-func lcStat(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("/proc/%d/stat: %q", pid, s)
-	}
-	return strings.Fields(s[i+1:]), nil
-}
-
-// lcGone reports whether pid has ended: no such process, or a zombie
-// whose threads have all exited (a Go process's main thread can be a
-// zombie for a moment while its other threads still run and hold its
-// descriptors).
-func lcGone(pid int) bool {
-	st, err := lcStat(pid)
-	if err != nil || len(st) == 0 {
-		return true
-	}
-	if st[0] != "Z" {
-		return false
-	}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	return len(tasks) <= 1
-}
-
-// lcAllGone reports whether every one of pids has ended.
-func lcAllGone(pids []int) bool {
-	for _, p := range pids {
-		if !lcGone(p) {
-			return false
-		}
-	}
-	return true
-}
-
-// lcChildren returns the live (not zombie) children of pid, from
-// /proc/PID/task/*/children, or by scanning the ppid of /proc/*/stat where
-// the kernel lacks that file.
-func lcChildren(pid int) []int {
-	var kids []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	if len(tasks) > 0 {
-		for _, f := range tasks {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			for _, w := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(w); err == nil {
-					kids = append(kids, n)
-				}
-			}
-		}
-	} else {
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			if n, err := strconv.Atoi(e.Name()); err == nil {
-				kids = append(kids, n)
-			}
-		}
-	}
-	var live []int
-	for _, k := range kids {
-		if st, err := lcStat(k); err == nil && len(st) > 1 && st[0] != "Z" && st[1] == strconv.Itoa(pid) {
-			live = append(live, k)
-		}
-	}
-	slices.Sort(live)
-	return slices.Compact(live)
-}
-
 // lcPsTree is `ps -o pid,ppid,user,args` for pid and its children.
 func lcPsTree(pid int) string {
 	pids := []string{strconv.Itoa(pid)}
-	for _, k := range lcChildren(pid) {
+	for _, k := range childPIDs(pid) {
 		pids = append(pids, strconv.Itoa(k))
 	}
 	out, err := exec.Command("ps", "-o", "pid,ppid,user,args", "-p", strings.Join(pids, ",")).CombinedOutput()
@@ -545,22 +339,6 @@ func lcPsTree(pid int) string {
 		return fmt.Sprintf("ps: %v: %s", err, out)
 	}
 	return string(out)
-}
-
-// lcStatusIDs returns the ids of the Uid: or Gid: line of /proc/pid/status.
-func lcStatusIDs(t *testing.T, pid int, field string) []string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("reading the status of %d: %v", pid, err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, field) {
-			return strings.Fields(strings.TrimPrefix(l, field))
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s line", pid, field)
-	return nil
 }
 
 // lcOutput counts the command file's lines, without their `[time] `.
@@ -578,22 +356,6 @@ func lcOutput(t *testing.T, path string) map[string]int {
 	return counts
 }
 
-// lcWaitLines waits until the command file holds at least n lines.
-func lcWaitLines(t *testing.T, path string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(arriveTimeout)
-	for {
-		got := len(completeLines(readFile(t, path)))
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds %d lines after %v, want %d", path, got, arriveTimeout, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // lcLogPid is the PID in a glog line's header.
 var lcLogPid = regexp.MustCompile(`^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+(\d+) `)
 
@@ -609,13 +371,10 @@ func lcPidOf(line string) int {
 // lcServes dials the port once and reports whether the init packet comes
 // within timeout.
 func lcServes(port int, timeout time.Duration) error {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), timeout)
-	if err != nil {
-		return err
+	r, err := dialInit(port, "", timeout)
+	if err == nil {
+		r.c.Close()
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(timeout))
-	_, err = io.ReadFull(c, make([]byte, initPacketSize))
 	return err
 }
 
@@ -625,7 +384,7 @@ func lcServes(port int, timeout time.Duration) error {
 func lcSendAll(t *testing.T, port int, password, tag string, conns, perConn int) []string {
 	t.Helper()
 	results := make([]lcConnResult, conns)
-	checks := make([][]lcCheck, conns)
+	checks := make([][]rawCheck, conns)
 	var wg sync.WaitGroup
 	for i := range conns {
 		checks[i] = lcChecks(tag, i%100, i, perConn)
@@ -641,11 +400,18 @@ func lcSendAll(t *testing.T, port int, password, tag string, conns, perConn int)
 		if !r.full {
 			t.Errorf("%s connection %d not fully sent: dial %v, init %v, then %v", tag, i, r.dialErr, r.initErr, r.err)
 		}
-		for _, c := range checks[i] {
-			want = append(want, c.line())
-		}
+		want = append(want, lcLines(checks[i])...)
 	}
 	return want
+}
+
+// lcDeliverOnce sends conns connections of perConn checks and asserts that
+// the command file cmd gets every check once.
+func lcDeliverOnce(t *testing.T, port int, cmd, tag string, conns, perConn int) {
+	t.Helper()
+	want := lcSendAll(t, port, lcPassword, tag, conns, perConn)
+	waitFileLines(t, cmd, len(want))
+	lcAssertOnce(t, lcOutput(t, cmd), want)
 }
 
 // lcAssertOnce asserts every line of want is in counts exactly once.
@@ -668,7 +434,8 @@ func lcAssertOnce(t *testing.T, counts map[string]int, want []string) {
 	}
 }
 
-var lcStatsLine = regexp.MustCompile(`statistics: .*\breceived=(\d+), report_success=(\d+),`)
+// lcStatsRe matches the statistics lines the daemon logs every 5 s.
+var lcStatsRe = regexp.MustCompile(`\] statistics: `)
 
 // TestLifecycleWorkerRespawn: with nsca_workers=3 the main process has
 // exactly three worker children; a worker killed with SIGKILL is replaced
@@ -679,14 +446,13 @@ var lcStatsLine = regexp.MustCompile(`statistics: .*\breceived=(\d+), report_suc
 func TestLifecycleWorkerRespawn(t *testing.T) {
 	t.Parallel()
 	cmd := commandFile(t, t.TempDir())
-	d := lcStart(t, Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-		"decryption_method": "1", "nsca_workers": "3", "debug": "1"}, lcOpts{})
+	d := lcStart(t, lcCfg(cmd, Config{"nsca_workers": "3", "debug": "1"}), daemonOpts{})
 	workers := d.waitWorkers(3, startTimeout)
 	time.Sleep(300 * time.Millisecond)
 	if again := d.workers(); !slices.Equal(again, workers) {
 		t.Fatalf("the workers changed from %v to %v without a reason", workers, again)
 	}
-	t.Logf("nsca_workers=3, process tree:\n%s", lcPsTree(d.pid))
+	t.Logf("nsca_workers=3, process tree:\n%s", lcPsTree(d.Pid()))
 
 	victim := workers[1]
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
@@ -709,8 +475,8 @@ func TestLifecycleWorkerRespawn(t *testing.T) {
 	// 60 connections of 2 checks each, from many source ports, so that
 	// SO_REUSEPORT gives every worker some.
 	const conns, perConn = 60, 2
-	want := lcSendAll(t, d.port, lcPassword, "respawn", conns, perConn)
-	lcWaitLines(t, cmd, len(want))
+	want := lcSendAll(t, d.Port, lcPassword, "respawn", conns, perConn)
+	waitFileLines(t, cmd, len(want))
 	delivered := time.Now()
 	counts := lcOutput(t, cmd)
 	lcAssertOnce(t, counts, want)
@@ -720,7 +486,7 @@ func TestLifecycleWorkerRespawn(t *testing.T) {
 
 	// debug=1 logs every check with the PID of the worker that took it.
 	byPid := map[int]int{}
-	for _, l := range grepLines(d.log(), regexp.MustCompile(`\] check from 127\.0\.0\.1`)) {
+	for _, l := range grepLines(d.Stderr(), regexp.MustCompile(`\] check from 127\.0\.0\.1`)) {
 		byPid[lcPidOf(l)]++
 	}
 	for _, w := range now3 {
@@ -736,30 +502,21 @@ func TestLifecycleWorkerRespawn(t *testing.T) {
 	// Workers report every second; the next statistics line after that
 	// must count everything.
 	time.Sleep(time.Until(delivered.Add(1500 * time.Millisecond)))
-	statsRe := regexp.MustCompile(`\] statistics: `)
-	before := len(grepLines(d.log(), statsRe))
-	deadline := time.Now().Add(7 * time.Second)
-	var line string
-	for {
-		lines := grepLines(d.log(), statsRe)
-		if len(lines) > before {
-			line = lines[before]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no statistics line within 7 s (the interval is 5 s)")
-		}
-		time.Sleep(50 * time.Millisecond)
+	before := len(grepLines(d.Stderr(), lcStatsRe))
+	lines, ok := waitLines(d.Stderr, lcStatsRe, before+1, 7*time.Second)
+	if !ok {
+		t.Fatalf("no statistics line within 7 s (the interval is 5 s)")
 	}
-	if pid := lcPidOf(line); pid != d.pid {
-		t.Errorf("the statistics line comes from PID %d, want the supervisor %d: %s", pid, d.pid, line)
+	line := lines[before]
+	if pid := lcPidOf(line); pid != d.Pid() {
+		t.Errorf("the statistics line comes from PID %d, want the supervisor %d: %s", pid, d.Pid(), line)
 	}
-	m := lcStatsLine.FindStringSubmatch(line)
-	if m == nil {
+	st, ok := parseStats(line)
+	if !ok {
 		t.Fatalf("statistics line without received= and report_success=: %s", line)
 	}
-	if m[1] != strconv.Itoa(len(want)) || m[2] != strconv.Itoa(len(want)) {
-		t.Errorf("statistics line says received=%s report_success=%s, want %d each (all sent after the kill): %s", m[1], m[2], len(want), line)
+	if st.received != uint64(len(want)) || st.success != uint64(len(want)) {
+		t.Errorf("statistics line says received=%d report_success=%d, want %d each (all sent after the kill): %s", st.received, st.success, len(want), line)
 	}
 	d.stop()
 }
@@ -769,26 +526,16 @@ func TestLifecycleWorkerRespawn(t *testing.T) {
 // fully sent check was written once.
 func lcTermBurst(t *testing.T, workers int) {
 	cmd := commandFile(t, t.TempDir())
-	d := lcStart(t, Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-		"decryption_method": "1", "nsca_workers": strconv.Itoa(workers)}, lcOpts{})
+	d := lcStart(t, lcCfg(cmd, lcWorkers(workers)), daemonOpts{})
 	if workers > 0 {
 		d.waitWorkers(workers, startTimeout)
 	}
 	const clients, perConn = 20, 10
-	b := lcStartBurst(d.port, clients, perConn, lcPassword, "term")
-	deadline := time.Now().Add(5 * time.Second)
-	for b.fullCount() < 40 {
-		if time.Now().After(deadline) {
-			conns := b.finish()
-			t.Fatalf("the burst did not get going: %d of %d connections fully sent in 5 s", b.fullCount(), len(conns))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	b := lcStartBurst(d.Port, clients, perConn, lcPassword, "term")
+	b.waitGoing(t, 40)
 	d.workers()
-	termAt := b.signalMidway(t, d.pid, syscall.SIGTERM)
-	select {
-	case <-d.p.exited:
-	case <-time.After(stopTimeout + 5*time.Second):
+	termAt := b.signalMidway(t, d.Pid(), syscall.SIGTERM)
+	if !d.p.exitWithin(stopTimeout + 5*time.Second) {
 		b.finish()
 		t.Fatalf("the daemon did not exit within %v of SIGTERM", stopTimeout+5*time.Second)
 	}
@@ -804,9 +551,7 @@ func lcTermBurst(t *testing.T, workers int) {
 	for _, c := range conns {
 		if c.res.full {
 			full++
-			for _, ch := range c.checks {
-				want = append(want, ch.line())
-			}
+			want = append(want, lcLines(c.checks)...)
 		}
 		if !c.res.initAt.IsZero() && c.res.initAt.Before(termAt) {
 			if c.res.endAt.After(termAt) {
@@ -833,8 +578,8 @@ func lcTermBurst(t *testing.T, workers int) {
 	lcAssertOnce(t, counts, want)
 	sent := map[string]bool{}
 	for _, c := range conns {
-		for _, ch := range c.checks {
-			sent[ch.line()] = true
+		for _, l := range lcLines(c.checks) {
+			sent[l] = true
 		}
 	}
 	for l, n := range counts {
@@ -860,33 +605,22 @@ func TestLifecycleSIGTERMMidBurst(t *testing.T) {
 // the old password keep connecting.
 func lcReloadBurst(t *testing.T, workers int) {
 	cmd := commandFile(t, t.TempDir())
-	cfg := Config{"command_file": cmd, "append_to_file": "1", "password": "old-password",
-		"decryption_method": "1", "nsca_workers": strconv.Itoa(workers)}
-	d := lcStart(t, cfg, lcOpts{})
+	cfg := lcCfg(cmd, merge(lcWorkers(workers), Config{"password": "old-password"}))
+	d := lcStart(t, cfg, daemonOpts{})
 	var oldWorkers []int
 	if workers > 0 {
 		oldWorkers = d.waitWorkers(workers, startTimeout)
 	}
-	b := lcStartBurst(d.port, 8, 2, "old-password", "old")
-	deadline := time.Now().Add(5 * time.Second)
-	for b.fullCount() < 20 {
-		if time.Now().After(deadline) {
-			b.finish()
-			t.Fatalf("the burst did not get going")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	b := lcStartBurst(d.Port, 8, 2, "old-password", "old")
+	b.waitGoing(t, 20)
 	cfg["password"] = "new-password"
-	d.rewrite(cfg)
-	hupAt := b.signalMidway(t, d.pid, syscall.SIGHUP)
+	d.rewriteConfig(cfg)
+	hupAt := b.signalMidway(t, d.Pid(), syscall.SIGHUP)
 	reloadedRe := regexp.MustCompile(`SIGHUP: configuration reloaded`)
-	reloadDeadline := time.Now().Add(10 * time.Second)
-	for len(grepLines(d.log(), reloadedRe)) == 0 {
-		if time.Now().After(reloadDeadline) || d.p.hasExited() {
-			b.finish()
-			t.Fatalf("no %q in the log within 10 s of SIGHUP (exited: %v)", reloadedRe, d.p.hasExited())
-		}
-		time.Sleep(5 * time.Millisecond)
+	reloaded := func() bool { return len(grepLines(d.Stderr(), reloadedRe)) > 0 }
+	if !waitFor(10*time.Second, func() bool { return reloaded() || d.p.hasExited() }) || !reloaded() {
+		b.finish()
+		t.Fatalf("no %q in the log within 10 s of SIGHUP (exited: %v)", reloadedRe, d.p.hasExited())
 	}
 	doneAt := time.Now()
 	// The previous server (or the previous workers, on their SIGTERM) stop
@@ -896,9 +630,9 @@ func lcReloadBurst(t *testing.T, workers int) {
 	if workers > 0 {
 		d.waitWorkers(workers, 5*time.Second, oldWorkers...)
 	}
-	newWant := lcSendAll(t, d.port, "new-password", "new", 10, 2)
+	newWant := lcSendAll(t, d.Port, "new-password", "new", 10, 2)
 	conns := b.finish()
-	lcWaitLines(t, cmd, len(newWant))
+	waitFileLines(t, cmd, len(newWant))
 	time.Sleep(200 * time.Millisecond)
 	d.stop()
 
@@ -914,14 +648,10 @@ func lcReloadBurst(t *testing.T, workers int) {
 		switch {
 		case r.full && r.endAt.Before(hupAt):
 			nBefore++
-			for _, ch := range c.checks {
-				oldBefore = append(oldBefore, ch.line())
-			}
+			oldBefore = append(oldBefore, lcLines(c.checks)...)
 		case r.initAt.After(settled):
 			nAfter++
-			for _, ch := range c.checks {
-				oldAfter = append(oldAfter, ch.line())
-			}
+			oldAfter = append(oldAfter, lcLines(c.checks)...)
 		default:
 			nSwitch++
 		}
@@ -947,7 +677,7 @@ func lcReloadBurst(t *testing.T, workers int) {
 		t.Errorf("%d checks with the old password, sent after the reload completed, were delivered, e.g. %q", len(leaked), leaked[:min(5, len(leaked))])
 	}
 	// The rejections are logged (rate-limited) after the reload line.
-	log := d.log()
+	log := d.Stderr()
 	i := strings.Index(log, "SIGHUP: configuration reloaded")
 	if bad := grepLines(log[i:], regexp.MustCompile(`127\.0\.0\.1.*(?i:crc|version)`)); len(bad) == 0 {
 		t.Errorf("no log line after the reload says an old-password client (127.0.0.1) failed the crc or version check")
@@ -1002,20 +732,13 @@ func lcOpenPTY(t *testing.T) (master, slave *os.File) {
 func lcStartDetaching(t *testing.T, dir, cfgPath string) (*os.ProcessState, string, time.Duration) {
 	t.Helper()
 	_, slave := lcOpenPTY(t)
-	var stderr bytes.Buffer
-	cmd := exec.Command(daemonBin(), "-c", cfgPath)
-	cmd.Dir = dir
+	var stderr lockedBuffer
+	cmd := nscaCmd(dir, nil, "-c", cfgPath)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	start := time.Now()
-	p, err := startProc("nsca (detaching)", cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(startTimeout):
-		p.terminate(time.Second)
+	p := mustStart(t, "nsca (detaching)", cmd)
+	if !p.exitWithin(startTimeout) {
 		t.Fatalf("nsca without -f did not return within %v; stderr:\n%s", startTimeout, stderr.String())
 	}
 	return p.state, stderr.String(), time.Since(start)
@@ -1035,12 +758,9 @@ func TestLifecycleDetachedSession(t *testing.T) {
 			cmdFile := commandFile(t, dir)
 			pidPath := filepath.Join(dir, "nsca.pid")
 			port := freePort(t)
-			cfg := lcConfig(Config{"pid_file": pidPath, "command_file": cmdFile, "append_to_file": "1",
-				"password": lcPassword, "decryption_method": "1", "nsca_workers": strconv.Itoa(workers)}, port)
+			cfg := listenConfig(lcCfg(cmdFile, merge(lcWorkers(workers), Config{"pid_file": pidPath})), port)
 			cfgPath := filepath.Join(dir, "nsca.cfg")
-			if err := os.WriteFile(cfgPath, []byte(cfg.text()), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeFile(t, cfgPath, cfg.text(), 0o600)
 			state, stderr, took := lcStartDetaching(t, dir, cfgPath)
 			if !state.Success() {
 				t.Fatalf("nsca without -f exited with %v, want 0; stderr:\n%s", state, stderr)
@@ -1051,15 +771,8 @@ func TestLifecycleDetachedSession(t *testing.T) {
 				t.Fatalf("pid_file %s holds %q after the command returned", pidPath, readFile(t, pidPath))
 			}
 			var kids []int
-			t.Cleanup(func() {
-				for _, p := range append([]int{pid}, kids...) {
-					if !lcGone(p) {
-						syscall.Kill(p, syscall.SIGKILL)
-						t.Errorf("process %d of the detached daemon was still running at the end; killed", p)
-					}
-				}
-			})
-			st, err := lcStat(pid)
+			killAtEnd(t, "the detached daemon", func() []int { return append([]int{pid}, kids...) })
+			st, err := procStat(pid)
 			if err != nil {
 				t.Fatalf("the daemon %d from the pid file: %v", pid, err)
 			}
@@ -1075,15 +788,12 @@ func TestLifecycleDetachedSession(t *testing.T) {
 				}
 			}
 			if workers > 0 {
-				deadline := time.Now().Add(startTimeout)
-				for kids = lcChildren(pid); len(kids) != workers; kids = lcChildren(pid) {
-					if time.Now().After(deadline) {
-						t.Fatalf("the detached daemon %d has children %v, want %d workers", pid, kids, workers)
-					}
-					time.Sleep(20 * time.Millisecond)
+				var ok bool
+				if kids, ok = waitChildren(pid, workers, startTimeout); !ok {
+					t.Fatalf("the detached daemon %d has children %v, want %d workers", pid, kids, workers)
 				}
 				for _, k := range kids {
-					st, err := lcStat(k)
+					st, err := procStat(k)
 					if err != nil || len(st) < 5 {
 						t.Errorf("worker %d: %v", k, err)
 					} else if st[3] != strconv.Itoa(pid) || st[4] != "0" {
@@ -1092,9 +802,7 @@ func TestLifecycleDetachedSession(t *testing.T) {
 				}
 			}
 
-			want := lcSendAll(t, port, lcPassword, "detached", 4, 2)
-			lcWaitLines(t, cmdFile, len(want))
-			lcAssertOnce(t, lcOutput(t, cmdFile), want)
+			lcDeliverOnce(t, port, cmdFile, "detached", 4, 2)
 
 			// A second start with the same configuration.
 			state2, stderr2, _ := lcStartDetaching(t, dir, cfgPath)
@@ -1107,7 +815,7 @@ func TestLifecycleDetachedSession(t *testing.T) {
 			if got := strings.TrimSpace(readFile(t, pidPath)); got != strconv.Itoa(pid) {
 				t.Errorf("after the refused second start the pid file holds %q, want %d", got, pid)
 			}
-			if lcGone(pid) {
+			if procGone(pid) {
 				t.Fatalf("the first daemon %d is gone after the refused second start", pid)
 			}
 			if err := lcServes(port, 2*time.Second); err != nil {
@@ -1117,12 +825,8 @@ func TestLifecycleDetachedSession(t *testing.T) {
 			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(stopTimeout)
-			for !lcAllGone(append([]int{pid}, kids...)) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the detached daemon %d (workers %v) did not end within %v of SIGTERM", pid, kids, stopTimeout)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if len(waitGone(append([]int{pid}, kids...), stopTimeout)) > 0 {
+				t.Fatalf("the detached daemon %d (workers %v) did not end within %v of SIGTERM", pid, kids, stopTimeout)
 			}
 			if _, err := os.Stat(pidPath); !os.IsNotExist(err) {
 				t.Errorf("the pid file is still there after the daemon ended (stat: %v)", err)
@@ -1153,8 +857,7 @@ func TestLifecycleSocketActivation(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := commandFile(t, t.TempDir())
-			d := lcStart(t, Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-				"decryption_method": "1", "nsca_workers": strconv.Itoa(workers)}, lcOpts{
+			d := lcStart(t, lcCfg(cmd, lcWorkers(workers)), daemonOpts{
 				port:  port,
 				env:   []string{"LISTEN_FDS=1"},
 				extra: []*os.File{lf},
@@ -1173,12 +876,12 @@ func TestLifecycleSocketActivation(t *testing.T) {
 			}
 			socket := fmt.Sprintf("socket:[%d]", fi.Sys().(*syscall.Stat_t).Ino)
 			lf.Close()
-			if !strings.Contains(d.log(), "from systemd socket activation") {
+			if !strings.Contains(d.Stderr(), "from systemd socket activation") {
 				t.Errorf("the log does not say the daemon uses the socket from socket activation")
 			}
 			// The process that accepts (the daemon, or each worker) has the
 			// activated socket as fd 3.
-			accepting := []int{d.pid}
+			accepting := []int{d.Pid()}
 			if workers > 0 {
 				accepting = d.waitWorkers(workers, startTimeout)
 			}
@@ -1193,9 +896,7 @@ func TestLifecycleSocketActivation(t *testing.T) {
 					}
 				}
 			}
-			want := lcSendAll(t, port, lcPassword, "activated", 20, 2)
-			lcWaitLines(t, cmd, len(want))
-			lcAssertOnce(t, lcOutput(t, cmd), want)
+			lcDeliverOnce(t, port, cmd, "activated", 20, 2)
 			d.stop()
 		})
 	}
@@ -1251,20 +952,18 @@ func TestLifecycleSdNotify(t *testing.T) {
 			t.Parallel()
 			n := lcListenNotify(t)
 			cmd := commandFile(t, t.TempDir())
-			d := lcStart(t, Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-				"decryption_method": "1", "nsca_workers": strconv.Itoa(workers)}, lcOpts{
-				env: []string{"NOTIFY_SOCKET=" + n.path}, noWait: true})
+			d := lcStart(t, lcCfg(cmd, lcWorkers(workers)), daemonOpts{env: []string{"NOTIFY_SOCKET=" + n.path}, noWait: true})
 			msg := n.next(startTimeout)
 			if msg != "READY=1" {
 				t.Fatalf("first sd_notify message %q, want READY=1 within %v (exited: %v)", msg, startTimeout, d.p.hasExited())
 			}
 			// READY=1 promises the port serves now: one try, no retry.
-			if err := lcServes(d.port, 2*time.Second); err != nil {
+			if err := lcServes(d.Port, 2*time.Second); err != nil {
 				t.Errorf("after READY=1 the port does not serve: %v", err)
 			}
 
 			hupMono := lcMonotonicUsec()
-			d.signal(syscall.SIGHUP)
+			d.Signal(syscall.SIGHUP)
 			msg = n.next(5 * time.Second)
 			fields := strings.Split(msg, "\n")
 			if len(fields) != 2 || fields[0] != "RELOADING=1" || !strings.HasPrefix(fields[1], "MONOTONIC_USEC=") {
@@ -1275,14 +974,14 @@ func TestLifecycleSdNotify(t *testing.T) {
 			if msg := n.next(10 * time.Second); msg != "READY=1" {
 				t.Errorf("sd_notify message after RELOADING=1: %q, want READY=1", msg)
 			}
-			if err := lcServes(d.port, 2*time.Second); err != nil {
+			if err := lcServes(d.Port, 2*time.Second); err != nil {
 				t.Errorf("after the reload's READY=1 the port does not serve: %v", err)
 			}
-			want := lcSendAll(t, d.port, lcPassword, "notify", 4, 1)
-			lcWaitLines(t, cmd, len(want))
+			want := lcSendAll(t, d.Port, lcPassword, "notify", 4, 1)
+			waitFileLines(t, cmd, len(want))
 
 			d.workers()
-			d.signal(syscall.SIGTERM)
+			d.Signal(syscall.SIGTERM)
 			if msg := n.next(5 * time.Second); msg != "STOPPING=1" {
 				t.Errorf("sd_notify message after SIGTERM %q, want STOPPING=1", msg)
 			}
@@ -1303,45 +1002,22 @@ func TestLifecycleWorkersDropPrivileges(t *testing.T) {
 		t.Skip("needs root to change user")
 	}
 	t.Parallel()
-	dir, err := os.MkdirTemp("", "nsca-lc-privs-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := filepath.Join(dir, "nsca.cmd")
-	if err := os.WriteFile(cmd, nil, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(cmd, 0o666)
-	d := lcStart(t, Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-		"decryption_method": "1", "nsca_workers": "2", "nsca_user": "nobody", "nsca_group": "nogroup"}, lcOpts{dir: dir})
+	dir, cmd := sharedDir(t, "nsca-lc-privs-")
+	cfg := lcCfg(cmd, Config{"nsca_workers": "2", "nsca_user": "nobody", "nsca_group": "nogroup"})
+	d := lcStart(t, cfg, daemonOpts{dir: dir})
 	// Every worker has dropped its privileges once the supervisor
 	// announces that all serve.
 	d.waitLog(regexp.MustCompile(`listening on .* 2 worker processes`), startTimeout)
 	workers := d.waitWorkers(2, startTimeout)
 	assertIDs := func(when string) {
 		for _, w := range workers {
-			for _, field := range []string{"Uid:", "Gid:"} {
-				ids := lcStatusIDs(t, w, field)
-				for _, id := range ids {
-					if id != "65534" {
-						t.Errorf("%s: worker %d has %s %v, want all 65534 (nobody/nogroup)", when, w, field, ids)
-						break
-					}
-				}
-			}
-			if g := lcStatusIDs(t, w, "Groups:"); len(g) > 1 || (len(g) == 1 && g[0] != "65534") {
-				t.Errorf("%s: worker %d kept the supplementary groups %v", when, w, g)
-			}
+			assertNobody(t, w, fmt.Sprintf("%s: worker %d", when, w))
 		}
 	}
 	assertIDs("before any check")
-	t.Logf("supervisor %d runs as uid %v; workers %v", d.pid, lcStatusIDs(t, d.pid, "Uid:"), workers)
-	want := lcSendAll(t, d.port, lcPassword, "nobody", 20, 2)
-	lcWaitLines(t, cmd, len(want))
+	t.Logf("supervisor %d runs as uid %v; workers %v", d.Pid(), procStatus(d.Pid(), "Uid:"), workers)
+	want := lcSendAll(t, d.Port, lcPassword, "nobody", 20, 2)
+	waitFileLines(t, cmd, len(want))
 	assertIDs("after writing results")
 	if now := d.workers(); !slices.Equal(now, workers) {
 		t.Errorf("the workers changed from %v to %v while serving", workers, now)
@@ -1353,10 +1029,8 @@ func TestLifecycleWorkersDropPrivileges(t *testing.T) {
 		{"nsca_user", "lc-no-such-user", "no such user"},
 		{"nsca_group", "lc-no-such-group", "no such group"},
 	} {
-		cfg := lcConfig(Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-			"decryption_method": "1", "nsca_workers": "2", "nsca_user": "nobody", "nsca_group": "nogroup"}, freePort(t))
-		cfg[c.option] = c.value
-		_, code, out := runDaemonExpectFailure(t, cfg.text())
+		bad := listenConfig(merge(cfg, Config{c.option: c.value}), freePort(t))
+		_, code, out := runDaemonExpectFailure(t, bad.text())
 		if code == 0 {
 			t.Errorf("%s=%s: the daemon exited 0, want a refusal", c.option, c.value)
 		}
@@ -1364,21 +1038,6 @@ func TestLifecycleWorkersDropPrivileges(t *testing.T) {
 			t.Errorf("%s=%s: the daemon says %q, want a message with %q and %q", c.option, c.value, strings.TrimSpace(out), c.option+"="+c.value, c.says)
 		}
 	}
-}
-
-// lcDropped parses the dropped{...} counts of a statistics line.
-func lcDropped(line string) map[string]int {
-	out := map[string]int{}
-	m := regexp.MustCompile(`dropped\{([^}]*)\}`).FindStringSubmatch(line)
-	if m == nil {
-		return nil
-	}
-	for _, kv := range strings.Split(m[1], ",") {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			out[k], _ = strconv.Atoi(v)
-		}
-	}
-	return out
 }
 
 // lcSendBad makes n connections at once, each sending one whole packet
@@ -1410,35 +1069,26 @@ func lcSendBad(t *testing.T, port, n int, tag string) {
 func TestLifecycleRejectLogRateLimit(t *testing.T) {
 	t.Parallel()
 	cmd := commandFile(t, t.TempDir())
-	d := lcStart(t, Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-		"decryption_method": "1"}, lcOpts{})
+	d := lcStart(t, lcCfg(cmd, nil), daemonOpts{})
 	const bad = 50
 	burstStart := time.Now()
-	lcSendBad(t, d.port, bad, "bad")
+	lcSendBad(t, d.Port, bad, "bad")
 	if took := time.Since(burstStart); took > time.Second {
 		t.Logf("the %d bad connections took %v (meant to be within a second)", bad, took)
 	}
 	// The good client is served.
-	want := lcSendAll(t, d.port, lcPassword, "good", 1, 1)
-	lcWaitLines(t, cmd, len(want))
+	want := lcSendAll(t, d.Port, lcPassword, "good", 1, 1)
+	waitFileLines(t, cmd, len(want))
 	// The next statistics line counts every rejection.
-	statsRe := regexp.MustCompile(`\] statistics: `)
-	deadline := time.Now().Add(7 * time.Second)
-	for {
-		lines := grepLines(d.log(), statsRe)
-		if len(lines) > 0 {
-			dropped := lcDropped(lines[len(lines)-1])
-			if n := dropped["bad_crc"] + dropped["bad_version"]; n != bad {
-				t.Errorf("statistics count %d checks dropped for bad crc or version, want %d: %s", n, bad, lines[len(lines)-1])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no statistics line within 7 s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	lines, ok := waitLines(d.Stderr, lcStatsRe, 1, 7*time.Second)
+	if !ok {
+		t.Fatalf("no statistics line within 7 s")
 	}
-	peerLines := grepLines(d.log(), regexp.MustCompile(`^W.*127\.0\.0\.1`))
+	last, _ := parseStats(lines[len(lines)-1])
+	if n := last.dropped["bad_crc"] + last.dropped["bad_version"]; n != bad {
+		t.Errorf("statistics count %d checks dropped for bad crc or version, want %d: %s", n, bad, last.line)
+	}
+	peerLines := grepLines(d.Stderr(), regexp.MustCompile(`^W.*127\.0\.0\.1`))
 	rejections := grepLines(strings.Join(peerLines, "\n"), regexp.MustCompile(`(?i:crc|version)`))
 	if len(peerLines) > 6 {
 		t.Errorf("%d warning lines for 127.0.0.1 after %d bad connections within a second, want at most 6 (5 per 10 s):\n%s", len(peerLines), bad, strings.Join(peerLines, "\n"))
@@ -1454,7 +1104,7 @@ func TestLifecycleRejectLogRateLimit(t *testing.T) {
 
 	// After the window, the next rejection says how many were suppressed.
 	time.Sleep(time.Until(burstStart.Add(10*time.Second + 300*time.Millisecond)))
-	lcSendBad(t, d.port, 1, "late")
+	lcSendBad(t, d.Port, 1, "late")
 	line := d.waitLog(regexp.MustCompile(`similar lines for 127\.0\.0\.1 suppressed`), 3*time.Second)
 	m := regexp.MustCompile(`\((\d+) similar lines for 127\.0\.0\.1 suppressed\)`).FindStringSubmatch(line)
 	if n, _ := strconv.Atoi(m[1]); n < bad-len(peerLines) {
@@ -1474,23 +1124,22 @@ func TestLifecycleRejectLogRateLimit(t *testing.T) {
 func TestLifecycleWrongPasswordNotShortPacket(t *testing.T) {
 	t.Parallel()
 	cmd := commandFile(t, t.TempDir())
-	d := lcStart(t, Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-		"decryption_method": "1"}, lcOpts{})
+	d := lcStart(t, lcCfg(cmd, nil), daemonOpts{})
 	const bad = 20
-	lcSendBad(t, d.port, bad, "bad")
+	lcSendBad(t, d.Port, bad, "bad")
 	time.Sleep(300 * time.Millisecond)
 	d.stop()
-	log := d.log()
-	drained := grepLines(log, regexp.MustCompile(`\] pipeline drained: `))
+	log := d.Stderr()
+	drained := statsLines(log, "pipeline drained")
 	if len(drained) != 1 {
 		t.Fatalf("%d \"pipeline drained\" lines, want 1", len(drained))
 	}
-	dropped := lcDropped(drained[0])
+	dropped := drained[0].dropped
 	if n := dropped["bad_crc"] + dropped["bad_version"]; n != bad {
-		t.Errorf("%d checks dropped for bad crc or version, want %d: %s", n, bad, drained[0])
+		t.Errorf("%d checks dropped for bad crc or version, want %d: %s", n, bad, drained[0].line)
 	}
 	if dropped["short_packet"] != 0 {
-		t.Errorf("%d of %d wrong-password connections, each of one whole packet, counted as short_packet: %s", dropped["short_packet"], bad, drained[0])
+		t.Errorf("%d of %d wrong-password connections, each of one whole packet, counted as short_packet: %s", dropped["short_packet"], bad, drained[0].line)
 	}
 	if short := grepLines(log, regexp.MustCompile(`dropped short packet`)); len(short) > 0 {
 		t.Errorf("whole wrong-password packets logged as short packets:\n%s", strings.Join(short, "\n"))
@@ -1503,40 +1152,27 @@ func TestLifecycleWrongPasswordNotShortPacket(t *testing.T) {
 func TestLifecycleWorkersDieWithMain(t *testing.T) {
 	t.Parallel()
 	cmd := commandFile(t, t.TempDir())
-	d := lcStart(t, Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword,
-		"decryption_method": "1", "nsca_workers": "2"}, lcOpts{})
+	d := lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
 	workers := d.waitWorkers(2, startTimeout)
-	want := lcSendAll(t, d.port, lcPassword, "orphan", 4, 1)
-	lcWaitLines(t, cmd, len(want))
-	d.signal(syscall.SIGKILL)
-	select {
-	case <-d.p.exited:
-	case <-time.After(2 * time.Second):
-		t.Fatalf("the main process %d did not die of SIGKILL", d.pid)
+	want := lcSendAll(t, d.Port, lcPassword, "orphan", 4, 1)
+	waitFileLines(t, cmd, len(want))
+	d.Signal(syscall.SIGKILL)
+	if !d.p.exitWithin(2 * time.Second) {
+		t.Fatalf("the main process %d did not die of SIGKILL", d.Pid())
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for !lcAllGone(workers) {
-		if time.Now().After(deadline) {
-			var left []int
-			for _, w := range workers {
-				if !lcGone(w) {
-					left = append(left, w)
-				}
-			}
-			t.Fatalf("workers %v still run 3 s after the main process was killed", left)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if left := waitGone(workers, 3*time.Second); len(left) > 0 {
+		t.Fatalf("workers %v still run 3 s after the main process was killed", left)
 	}
 	// Nobody holds the listening socket: the port can be bound again.
 	var err error
 	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var l net.Listener
-		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(d.port))); err == nil {
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(d.Port))); err == nil {
 			l.Close()
 			break
 		}
 		if time.Now().After(deadline) {
-			out, _ := exec.Command("ss", "-ltnp", fmt.Sprintf("sport = :%d", d.port)).CombinedOutput()
+			out, _ := exec.Command("ss", "-ltnp", fmt.Sprintf("sport = :%d", d.Port)).CombinedOutput()
 			t.Errorf("the port is still held after the workers ended: %v\n%s", err, out)
 			break
 		}
@@ -1554,25 +1190,18 @@ func TestLifecycleSecondStartStealsNoConnections(t *testing.T) {
 		t.Run(fmt.Sprintf("nsca_workers=%d", workers), func(t *testing.T) {
 			dir := t.TempDir()
 			cmdFile := commandFile(t, dir)
-			d := lcStart(t, Config{"pid_file": filepath.Join(dir, "nsca.pid"), "command_file": cmdFile, "append_to_file": "1",
-				"password": lcPassword, "decryption_method": "1", "nsca_workers": strconv.Itoa(workers)}, lcOpts{dir: dir})
-			b := lcStartBurst(d.port, 10, 1, lcPassword, "first")
+			d := lcStart(t, lcCfg(cmdFile, merge(lcWorkers(workers), Config{"pid_file": filepath.Join(dir, "nsca.pid")})), daemonOpts{dir: dir})
+			b := lcStartBurst(d.Port, 10, 1, lcPassword, "first")
 			const attempts = 15
 			var accepted int
 			for i := range attempts {
-				c := exec.Command(daemonBin(), "-c", d.cfgPath, "-f")
-				c.Dir = dir
-				var out bytes.Buffer
-				c.Stdout, c.Stderr = &out, &out
-				p, err := startProc("nsca (second)", c)
+				var out lockedBuffer
+				p, err := startProc("nsca (second)", nscaCmd(dir, &out, "-c", d.CfgPath, "-f"))
 				if err != nil {
 					b.finish()
 					t.Fatal(err)
 				}
-				select {
-				case <-p.exited:
-				case <-time.After(startTimeout):
-					p.terminate(time.Second)
+				if !p.exitWithin(startTimeout) {
 					b.finish()
 					t.Fatalf("attempt %d: a second daemon with the same configuration did not exit within %v:\n%s", i+1, startTimeout, out.String())
 				}
@@ -1591,16 +1220,14 @@ func TestLifecycleSecondStartStealsNoConnections(t *testing.T) {
 					lost = append(lost, fmt.Sprintf("connect: %v, init packet: %v", c.res.dialErr, c.res.initErr))
 				}
 				if c.res.full {
-					for _, ch := range c.checks {
-						want = append(want, ch.line())
-					}
+					want = append(want, lcLines(c.checks)...)
 				}
 			}
 			t.Logf("workers=%d: %d connections during %d refused second starts, %d lost before the init packet", workers, len(conns), attempts, len(lost))
 			if len(lost) > 0 {
 				t.Errorf("%d of %d connections to the running daemon were refused or reset before the init packet while second starts were refused, e.g. %q", len(lost), len(conns), lost[:min(3, len(lost))])
 			}
-			lcWaitLines(t, cmdFile, len(want))
+			waitFileLines(t, cmdFile, len(want))
 			lcAssertOnce(t, lcOutput(t, cmdFile), want)
 			d.stop()
 		})

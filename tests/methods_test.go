@@ -43,24 +43,12 @@ func TestMethodsRoundTrip(t *testing.T) {
 				name := fmt.Sprintf("method=%d/mode=%d/%s", method, mode, pw.name)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					dir := t.TempDir()
-					cmd := commandFile(t, dir)
-					d := startDaemon(t, Config{
-						"command_file":      cmd,
-						"append_to_file":    "1",
-						"password":          pw.pw,
-						"decryption_method": strconv.Itoa(method),
-						"decryption_mode":   strconv.Itoa(mode),
-					})
+					d, cmd := startFileDaemon(t, method, pw.pw, Config{"decryption_mode": strconv.Itoa(mode)})
 					tag := fmt.Sprintf("m%d-d%d-%s", method, mode, pw.name)
 					input, want := threeChecks(tag)
 					lo := now()
 					Client{Password: pw.pw, Method: method}.send(t, d.Port, input, 3)
-					waitFileLines(t, cmd, len(want))
-					hi := now()
-					d.Stop() // drains: nothing more can arrive
-					got := stripTimes(t, completeLines(readFile(t, cmd)), lo, hi)
-					assertLines(t, got, want)
+					deliverAll(t, d, cmd, lo, want) // stopping drains: nothing more can arrive
 				})
 			}
 		}
@@ -74,14 +62,8 @@ func TestMethodsTwoConnections(t *testing.T) {
 	for _, method := range []int{1, 3, 8, 14, 16, 26} {
 		t.Run(fmt.Sprintf("method=%d", method), func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			cmd := commandFile(t, dir)
-			d := startDaemon(t, Config{
-				"command_file":      cmd,
-				"append_to_file":    "1",
-				"password":          shortPassword,
-				"decryption_method": strconv.Itoa(method),
-				"decryption_mode":   "1",
+			d, cmd := startFileDaemon(t, method, shortPassword, Config{
+				"decryption_mode": "1",
 				// one decrypt goroutine: every connection reuses its instance
 				"nsca_threads_per_worker": "1",
 			})
@@ -95,10 +77,7 @@ func TestMethodsTwoConnections(t *testing.T) {
 				// Separate connections have no order: wait for each.
 				waitFileLines(t, cmd, len(want))
 			}
-			waitFileLines(t, cmd, len(want))
-			hi := now()
-			d.Stop()
-			assertLines(t, stripTimes(t, completeLines(readFile(t, cmd)), lo, hi), want)
+			deliverAll(t, d, cmd, lo, want)
 		})
 	}
 }
@@ -171,41 +150,21 @@ func TestPasswordEdgeCases(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			cmd := commandFile(t, dir)
-			cfg := Config{
-				"command_file":      cmd,
-				"append_to_file":    "1",
-				"decryption_method": strconv.Itoa(c.method),
-			}
-			if c.pw != "" {
-				cfg["password"] = c.pw
-			}
-			d := startDaemon(t, cfg)
+			d, cmd := startFileDaemon(t, c.method, c.pw, nil) // an empty password is left out
 			input, want := threeChecks("pw")
 			lo := now()
 			Client{Password: c.pw, Method: c.method}.send(t, d.Port, input, 3)
-			waitFileLines(t, cmd, len(want))
-			hi := now()
-			d.Stop()
-			assertLines(t, stripTimes(t, completeLines(readFile(t, cmd)), lo, hi), want)
+			deliverAll(t, d, cmd, lo, want)
 		})
 	}
 	// A different trailing blank is a different password: nothing may pass.
 	t.Run("trailing-blank-matters", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		cmd := commandFile(t, dir)
-		d := startDaemon(t, Config{
-			"command_file": cmd, "append_to_file": "1",
-			"password": "secret ", "decryption_method": "14",
-		})
+		d, cmd := startFileDaemon(t, 14, "secret ", nil)
 		input, _ := threeChecks("pw")
 		// The daemon closes the connection at the first bad packet, so
 		// send_nsca may die of SIGPIPE: only a hang would be a problem.
-		if out, err := (Client{Password: "secret", Method: 14}).run(t, d.Port, input); err != nil && strings.Contains(err.Error(), "timed out") {
-			t.Fatalf("send_nsca: %v\n%s", err, out)
-		}
+		(Client{Password: "secret", Method: 14}).sendRejected(t, d.Port, input)
 		d.Stop()
 		if got := readFile(t, cmd); got != "" {
 			t.Errorf("a client without the trailing blank got through:\n%s", got)

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,16 +66,12 @@ func ngSetup(t *testing.T) *ngNagios {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(n.cfg, []byte(strings.ReplaceAll(string(tmpl), "@DIR@", dir)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, n.cfg, strings.ReplaceAll(string(tmpl), "@DIR@", dir), 0o644)
 	objects, err := os.ReadFile(filepath.Join("testdata", "nagios", "objects.cfg"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "objects.cfg"), objects, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, filepath.Join(dir, "objects.cfg"), string(objects), 0o644)
 	ctx, cancel := context.WithTimeout(context.Background(), ngWait)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, ngNagiosBin, "-v", n.cfg).CombinedOutput()
@@ -108,10 +103,7 @@ func (n *ngNagios) start() {
 	cmd := exec.Command(ngNagiosBin, n.cfg)
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = n.out, n.out
-	p, err := startProc("nagios4", cmd)
-	if err != nil {
-		t.Fatalf("starting %s: %v", ngNagiosBin, err)
-	}
+	p := mustStart(t, "nagios4", cmd)
 	n.p = p
 	n.starts++
 	ready := func() bool {
@@ -121,12 +113,10 @@ func (n *ngNagios) start() {
 		}
 		return strings.Count(readFile(t, n.logPath), "Successfully launched command file worker") >= n.starts
 	}
-	if !relWaitFor(ngWait, func() bool { return ready() || p.hasExited() }) || p.hasExited() {
+	if !waitFor(ngWait, func() bool { return ready() || p.hasExited() }) || p.hasExited() {
 		t.Fatalf("Nagios did not become ready (FIFO %s and its command file worker) within %v (exited: %v)\n%s", n.fifo, ngWait, p.state, ngTail(readFile(t, n.logPath), 2000))
 	}
-	for _, c := range childrenOf(p.cmd.Process.Pid) {
-		n.children = append(n.children, c)
-	}
+	n.children = append(n.children, childPIDs(p.cmd.Process.Pid)...)
 }
 
 // stop sends SIGTERM to Nagios by its PID and waits for it; then it ends
@@ -142,19 +132,9 @@ func (n *ngNagios) stop() {
 		n.t.Errorf("Nagios exited with %v", n.p.state)
 	}
 	n.p = nil
-	relWaitFor(5*time.Second, func() bool {
-		for _, c := range n.children {
-			if alive(c) {
-				return false
-			}
-		}
-		return true
-	})
-	for _, c := range n.children {
-		if alive(c) {
-			n.t.Logf("Nagios left its child %d behind; killing it", c)
-			syscall.Kill(c, syscall.SIGKILL)
-		}
+	for _, c := range waitGone(n.children, 5*time.Second) {
+		n.t.Logf("Nagios left its child %d behind; killing it", c)
+		syscall.Kill(c, syscall.SIGKILL)
 	}
 	n.children = nil
 }
@@ -285,7 +265,7 @@ func (n *ngNagios) checkAll(offset int64, sent []string) {
 	t := n.t
 	t.Helper()
 	count := 0
-	relWaitFor(ngWait, func() bool { count, _ = n.processed(offset); return count >= len(sent) })
+	waitFor(ngWait, func() bool { count, _ = n.processed(offset); return count >= len(sent) })
 	time.Sleep(1500 * time.Millisecond) // a result processed twice would show now
 	count, ids := n.processed(offset)
 	if count != len(sent) {
@@ -320,32 +300,7 @@ func (n *ngNagios) checkAll(offset int64, sent []string) {
 func ngBatch(t *testing.T, port int, prefix string, conns, per, concurrency int) []string {
 	t.Helper()
 	s := &relStream{port: port, prefix: prefix, perConn: per, fill: "batch", target: ngTarget}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var sent []string
-	next := make(chan int, conns)
-	for c := range conns {
-		next <- c
-	}
-	close(next)
-	for range concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range next {
-				ids, err := s.conn(c, c*per)
-				if err != nil {
-					t.Errorf("connection %d: %v", c, err)
-					continue
-				}
-				mu.Lock()
-				sent = append(sent, ids...)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return sent
+	return relParallel(t, conns, concurrency, "connection", func(c int) ([]string, error) { return s.conn(c, c*per) })
 }
 
 // TestNagios: nsca_fast delivers to a real Nagios Core 4 through its
@@ -387,7 +342,7 @@ func TestNagios(t *testing.T) {
 			{"host-c", "", "1", "DOWN via spool", `spool host \\ detail`, ""},
 		}
 		var diffs []string
-		ok := relWaitFor(ngWait, func() bool {
+		ok := waitFor(ngWait, func() bool {
 			blocks := ngReadStatus(n.status)
 			diffs = nil
 			for _, w := range wants {
@@ -441,7 +396,7 @@ func TestNagios(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		s.Pause()
 		upTo := s.Sent()
-		if !relWaitFor(ngWait, func() bool { c, _ := n.processed(offset); return c >= upTo }) {
+		if !waitFor(ngWait, func() bool { c, _ := n.processed(offset); return c >= upTo }) {
 			c, _ := n.processed(offset)
 			t.Fatalf("Nagios processed %d of the %d checks sent before the restart within %v", c, upTo, ngWait)
 		}
@@ -449,7 +404,7 @@ func TestNagios(t *testing.T) {
 		downAt := time.Now()
 		s.Resume()
 		spooled := 0
-		relWaitFor(ngWait, func() bool {
+		waitFor(ngWait, func() bool {
 			_, spooled = relSpoolIDs(t, n.spool)
 			return spooled > 0 && time.Since(downAt) >= 2*time.Second
 		})

@@ -2,11 +2,8 @@ package tests
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,43 +28,22 @@ func TestSinkFullFIFOFallsBackToSpool(t *testing.T) {
 
 func fullFIFO(t *testing.T, size int) {
 	dir := t.TempDir()
-	spool := filepath.Join(dir, "spool")
-	if err := os.Mkdir(spool, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	spool := makeSpoolDir(t, dir)
 	fifo := makeFIFO(t, dir)
 	// Hold the FIFO open for reading, but read nothing yet.
-	held, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := openRDWR(t, fifo)
 	defer held.Close()
-	d := startDaemon(t, Config{
-		"command_file":      fifo,
-		"aggregate_writes":  "1",
-		"check_result_path": spool,
-		"password":          shortPassword,
-		"decryption_method": "1",
-	})
+	d, cl := startKeyed(t, 1, shortPassword, Config{"command_file": fifo, "aggregate_writes": "1", "check_result_path": spool})
 	n := 160000 / size // well over a 64 KB pipe
 	var in strings.Builder
 	for i := range n {
 		fmt.Fprintf(&in, "full%02d\tsvc\t0\t%s\x17", i, longText(size))
 	}
-	Client{Password: shortPassword, Method: 1}.send(t, d.Port, in.String(), n)
+	cl.send(t, d.Port, in.String(), n)
 
 	// Wait until the results stop moving: the FIFO is full and the rest
 	// went to the spool.
-	count := func() int {
-		entries, _ := os.ReadDir(spool)
-		k := 0
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".ok") {
-				k++
-			}
-		}
-		return k
-	}
+	count := func() int { return countOKs(t, spool) }
 	deadline := time.Now().Add(arriveTimeout)
 	last, stable := -1, 0
 	for stable < 15 && time.Now().Before(deadline) {
@@ -97,27 +73,7 @@ func fullFIFO(t *testing.T, size int) {
 			arriveTimeout, unread, unread/line, line, unread%line)
 	}
 	// Now the core reads again: what is in the FIFO.
-	r := &FIFOReader{f: held, lines: make(chan string, 1000), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		buf := make([]byte, 1<<20)
-		var acc []byte
-		for {
-			k, err := held.Read(buf)
-			acc = append(acc, buf[:k]...)
-			for {
-				i := strings.IndexByte(string(acc), '\n')
-				if i < 0 {
-					break
-				}
-				r.lines <- string(acc[:i])
-				acc = acc[i+1:]
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	r := newFIFOReader(t, held)
 	spooled := count()
 	inFIFO := n - spooled
 	if spooled == 0 || inFIFO <= 0 {
@@ -158,12 +114,8 @@ func fullFIFO(t *testing.T, size int) {
 // daemon from exiting promptly on SIGTERM.
 func TestShutdownWithoutReader(t *testing.T) {
 	fifo := makeFIFO(t, t.TempDir())
-	d := startDaemon(t, Config{
-		"command_file":      fifo,
-		"password":          shortPassword,
-		"decryption_method": "1",
-	})
-	Client{Password: shortPassword, Method: 1}.send(t, d.Port, "nobody\tsvc\t0\tlistening\x17nobody\t1\thost\x17", 2)
+	d, cl := startKeyed(t, 1, shortPassword, Config{"command_file": fifo})
+	cl.send(t, d.Port, "nobody\tsvc\t0\tlistening\x17nobody\t1\thost\x17", 2)
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
 	d.Stop() // asserts exit 0 within stopTimeout
@@ -180,9 +132,9 @@ func TestShutdownWithoutReader(t *testing.T) {
 func TestMaxConnections(t *testing.T) {
 	d, cmd := startFileDaemon(t, 1, shortPassword, Config{"max_connections": "2"})
 	time.Sleep(300 * time.Millisecond) // let the daemon see the end of startDaemon's probe connection
-	a := dialRaw(t, d.Port)
-	b := dialRaw(t, d.Port)
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(d.Port)), time.Second)
+	a := dialRaw(t, d.Port, "")
+	b := dialRaw(t, d.Port, "")
+	c, err := dialLocal(d.Port, "", time.Second)
 	if err == nil {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		n, err := c.Read(make([]byte, initPacketSize))
@@ -204,32 +156,22 @@ func TestMaxConnections(t *testing.T) {
 // core takes files away.
 func TestSpoolMaxFiles(t *testing.T) {
 	spool := t.TempDir()
-	d := startDaemon(t, Config{
-		"check_result_path":           spool,
-		"check_result_path_max_files": "2",
-		"password":                    shortPassword,
-		"decryption_method":           "1",
-	})
+	d, cl := startKeyed(t, 1, shortPassword, Config{"check_result_path": spool, "check_result_path_max_files": "2"})
 	const n = 5
 	var in strings.Builder
 	for i := range n {
 		fmt.Fprintf(&in, "cap%d\tsvc\t0\tresult %d\x17", i, i)
 	}
-	Client{Password: shortPassword, Method: 1}.send(t, d.Port, in.String(), n)
+	cl.send(t, d.Port, in.String(), n)
 	got := map[string]bool{}
 	deadline := time.Now().Add(arriveTimeout)
 	for len(got) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d results came through the capped spool within %v", len(got), n, arriveTimeout)
 		}
-		entries, err := os.ReadDir(spool)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := map[string]bool{}
+		entries, names := readDirNames(t, spool)
 		results := 0
 		for _, e := range entries {
-			names[e.Name()] = true
 			if spoolName.MatchString(e.Name()) {
 				results++
 			}
@@ -246,7 +188,7 @@ func TestSpoolMaxFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m := regexp.MustCompile(`(?m)^host_name=(.*)$`).FindSubmatch(b); m != nil {
+			if m := spoolHostRe.FindSubmatch(b); m != nil {
 				got[string(m[1])] = true
 			}
 			os.Remove(filepath.Join(spool, name+".ok"))

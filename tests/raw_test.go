@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,20 +33,89 @@ type rawConn struct {
 	ts uint32
 }
 
-// dialRaw connects and reads the init packet.
-func dialRaw(t *testing.T, port int) *rawConn {
+// dialLocal connects to the daemon on 127.0.0.1:port from local (an
+// address on loopback, or "" for any).
+func dialLocal(port int, local string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	if local != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+	}
+	return d.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+}
+
+// readInit reads the init packet from c, whose deadline it sets to timeout
+// from now and leaves so.
+func readInit(c net.Conn, timeout time.Duration) (*rawConn, error) {
+	c.SetDeadline(time.Now().Add(timeout))
+	init := make([]byte, initPacketSize)
+	if _, err := io.ReadFull(c, init); err != nil {
+		return nil, err
+	}
+	return &rawConn{c: c, iv: init[:128], ts: binary.BigEndian.Uint32(init[128:])}, nil
+}
+
+// dialInit connects to the daemon from local (an address on loopback, or
+// "" for any) and reads the init packet.
+func dialInit(port int, local string, timeout time.Duration) (*rawConn, error) {
+	c, err := dialLocal(port, local, timeout)
+	if err != nil {
+		return nil, err
+	}
+	r, err := readInit(c, timeout)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("reading the init packet: %w", err)
+	}
+	c.SetDeadline(time.Time{})
+	return r, nil
+}
+
+// dialRaw connects from local (an address on loopback, or "" for any) and
+// reads the init packet; the connection's deadline is 10 s away.
+func dialRaw(t *testing.T, port int, local string) *rawConn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+	r, err := dialInit(port, local, 5*time.Second)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	init := make([]byte, initPacketSize)
-	if _, err := io.ReadFull(c, init); err != nil {
-		t.Fatalf("reading the init packet: %v", err)
+	t.Cleanup(func() { r.c.Close() })
+	r.c.SetDeadline(time.Now().Add(10 * time.Second))
+	return r
+}
+
+// waitClosed reads from c until the peer closes it (EOF or reset) or
+// timeout passes; it returns the bytes read and whether it was closed.
+func waitClosed(c net.Conn, timeout time.Duration) (int, bool) {
+	c.SetReadDeadline(time.Now().Add(timeout))
+	buf := make([]byte, 64<<10)
+	total := 0
+	for {
+		n, err := c.Read(buf)
+		total += n
+		if err == nil {
+			continue
+		}
+		return total, !errors.Is(err, os.ErrDeadlineExceeded)
 	}
-	return &rawConn{c: c, iv: init[:128], ts: binary.BigEndian.Uint32(init[128:])}
+}
+
+// rawCheck is one check result a raw client sends.
+type rawCheck struct {
+	rc                int16
+	host, svc, output string
+}
+
+// line is the command file line (without its time) the check must produce.
+func (c rawCheck) line() string { return serviceLine(c.host, c.svc, int(c.rc), c.output) }
+
+// packets is checks as 4304-byte packets for r, XOR-encrypted with
+// password.
+func (r *rawConn) packets(password string, checks []rawCheck) []byte {
+	var b []byte
+	for _, c := range checks {
+		b = append(b, r.packet(packetSize, r.ts, c.rc, c.host, c.svc, c.output, 1, password)...)
+	}
+	return b
 }
 
 // packet builds a data packet of size bytes (4304 or 720) with random
@@ -75,11 +143,18 @@ func (r *rawConn) packet(size int, ts uint32, rc int16, host, svc, output string
 	putField(206, size-206-2, output)
 	binary.BigEndian.PutUint32(p[4:], crc32.ChecksumIEEE(p))
 	if method == 1 {
-		for i := range p {
-			p[i] ^= r.iv[i%128]
-			if password != "" {
-				p[i] ^= password[i%len(password)]
-			}
+		r.xor(p, password)
+	}
+	return p
+}
+
+// xor encrypts a clear packet for r in place with XOR (method 1) and
+// returns it.
+func (r *rawConn) xor(p []byte, password string) []byte {
+	for i := range p {
+		p[i] ^= r.iv[i%128]
+		if password != "" {
+			p[i] ^= password[i%len(password)]
 		}
 	}
 	return p
@@ -112,7 +187,7 @@ func TestRawPartialPacket(t *testing.T) {
 			t.Parallel()
 			d, cmd := startFileDaemon(t, 1, shortPassword, nil)
 			lo := now()
-			r := dialRaw(t, d.Port)
+			r := dialRaw(t, d.Port, "")
 			var b []byte
 			for i := range 3 {
 				b = append(b, r.packet(size, r.ts, int16(i), "partial", fmt.Sprintf("svc%d", i), fmt.Sprintf("packet %d", i), 1, shortPassword)...)
@@ -144,7 +219,7 @@ func TestRawSlowWrites(t *testing.T) {
 			t.Parallel()
 			d, cmd := startFileDaemon(t, tc.method, shortPassword, nil)
 			lo := now()
-			r := dialRaw(t, d.Port)
+			r := dialRaw(t, d.Port, "")
 			var b []byte
 			var want []string
 			for i := range 4 {
@@ -179,7 +254,7 @@ func TestMaxPacketAge(t *testing.T) {
 			lo := now()
 			var want []string
 			for _, age := range []int{-100, 100, 0} {
-				r := dialRaw(t, d.Port)
+				r := dialRaw(t, d.Port, "")
 				host := fmt.Sprintf("age%d", age)
 				r.write(t, r.packet(packetSize, uint32(int64(r.ts)-int64(age)), 0, host, "svc", "aged", 1, shortPassword), 0)
 				r.c.Close()
@@ -200,7 +275,7 @@ func TestMaxPacketAge(t *testing.T) {
 func TestDrainOnSIGTERM(t *testing.T) {
 	d, cmd := startFileDaemon(t, 1, shortPassword, nil)
 	lo := now()
-	r := dialRaw(t, d.Port)
+	r := dialRaw(t, d.Port, "")
 	r.write(t, r.packet(packetSize, r.ts, 0, "drain", "before", "sent before SIGTERM", 1, shortPassword), 0)
 	waitFileLines(t, cmd, 1)
 	d.Signal(syscall.SIGTERM)
@@ -210,17 +285,14 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	r.c.Close()
 	// A new client gets no init packet (the listening socket may stay open
 	// until exit, so the connection itself can succeed).
-	if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(d.Port)), time.Second); err == nil {
-		c.SetDeadline(time.Now().Add(stopTimeout))
-		_, err := io.ReadFull(c, make([]byte, initPacketSize))
+	if c, err := dialLocal(d.Port, "", time.Second); err == nil {
+		_, err := readInit(c, stopTimeout)
 		c.Close()
 		if err == nil {
 			t.Errorf("a connection made after SIGTERM got an init packet")
 		}
 	}
-	select {
-	case <-d.p.exited:
-	case <-time.After(stopTimeout):
+	if !d.p.exitWithin(stopTimeout) {
 		t.Fatalf("the daemon did not exit within %v of SIGTERM", stopTimeout)
 	}
 	hi := now()
@@ -228,7 +300,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if t.Failed() {
 		t.Logf("stderr:\n%s", d.Stderr())
 	}
-	assertLines(t, stripTimes(t, completeLines(readFile(t, cmd)), lo, hi), []string{
+	assertLines(t, commandsIn(t, cmd, lo, hi), []string{
 		serviceLine("drain", "before", 0, "sent before SIGTERM"),
 		serviceLine("drain", "after", 1, "sent after SIGTERM"),
 	})
@@ -241,11 +313,9 @@ func TestDrainOnSIGTERM(t *testing.T) {
 // after connection_timeout.
 func TestIdleConnectionClosed(t *testing.T) {
 	d, _ := startFileDaemon(t, 1, shortPassword, Config{"connection_timeout": "1"})
-	r := dialRaw(t, d.Port)
+	r := dialRaw(t, d.Port, "")
 	start := time.Now()
-	r.c.SetDeadline(time.Now().Add(8 * time.Second))
-	_, err := r.c.Read(make([]byte, 1))
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, closed := waitClosed(r.c, 8*time.Second); !closed {
 		t.Fatalf("an idle connection was still open after %v with connection_timeout=1", time.Since(start))
 	}
 	if took := time.Since(start); took > 4*time.Second {
@@ -261,48 +331,13 @@ func TestConcurrentClients(t *testing.T) {
 		t.Run(fmt.Sprintf("method=%d", method), func(t *testing.T) {
 			t.Parallel()
 			d, cmd := startFileDaemon(t, method, shortPassword, nil)
-			cl := Client{Password: shortPassword, Method: method}
+			hosts := seqHosts("client", clients)
 			lo := now()
-			var wg sync.WaitGroup
-			errs := make(chan string, clients)
-			for c := range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var in strings.Builder
-					for i := range perClient {
-						fmt.Fprintf(&in, "client%02d\tsvc\t%d\tseq %03d\x17", c, i%4, i)
-					}
-					out, err := cl.run(t, d.Port, in.String())
-					if err != nil || !strings.Contains(out, fmt.Sprintf("%d data packet(s) sent", perClient)) {
-						errs <- fmt.Sprintf("client %d: %v: %s", c, err, out)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for e := range errs {
-				t.Error(e)
-			}
+			sendSeqs(t, Client{Password: shortPassword, Method: method}, d.Port, hosts, perClient)
 			waitFileLines(t, cmd, clients*perClient)
 			hi := now()
 			d.Stop()
-			lines := stripTimes(t, completeLines(readFile(t, cmd)), lo, hi)
-			if len(lines) != clients*perClient {
-				t.Fatalf("%d lines, want %d", len(lines), clients*perClient)
-			}
-			next := make([]int, clients)
-			for _, l := range lines {
-				var c, rc, seq int
-				if _, err := fmt.Sscanf(l, "PROCESS_SERVICE_CHECK_RESULT;client%02d;svc;%d;seq %03d", &c, &rc, &seq); err != nil || c < 0 || c >= clients {
-					t.Errorf("unexpected line %q (%v)", l, err)
-					continue
-				}
-				if seq != next[c] || rc != seq%4 {
-					t.Errorf("client %d: got seq %d rc %d, want seq %d rc %d: %q", c, seq, rc, next[c], next[c]%4, l)
-				}
-				next[c] = seq + 1
-			}
+			assertSeqs(t, commandsIn(t, cmd, lo, hi), hosts, perClient)
 		})
 	}
 }
@@ -321,9 +356,7 @@ func TestMaxChecksPerConnection(t *testing.T) {
 		}
 	}
 	// The daemon closes the connection: send_nsca may die of SIGPIPE.
-	if out, err := (Client{Password: shortPassword, Method: 1}).run(t, d.Port, in.String()); err != nil && strings.Contains(err.Error(), "timed out") {
-		t.Fatalf("send_nsca: %v\n%s", err, out)
-	}
+	(Client{Password: shortPassword, Method: 1}).sendRejected(t, d.Port, in.String())
 	waitFileLines(t, cmd, len(want)) // separate connections have no order
 	Client{Password: shortPassword, Method: 1}.send(t, d.Port, "next\tsvc\t0\tnext connection\x17", 1)
 	want = append(want, serviceLine("next", "svc", 0, "next connection"))

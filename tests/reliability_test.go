@@ -2,7 +2,6 @@ package tests
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -31,32 +29,7 @@ const relPassword = "rel-secret"
 
 // relCfg is a configuration for XOR with relPassword plus extra.
 func relCfg(extra Config) Config {
-	c := Config{"password": relPassword, "decryption_method": "1"}
-	for k, v := range extra {
-		c[k] = v
-	}
-	return c
-}
-
-// relDial connects to the daemon from local (an address on loopback, or ""
-// for any) and reads the init packet.
-func relDial(port int, local string, timeout time.Duration) (*rawConn, error) {
-	d := net.Dialer{Timeout: timeout}
-	if local != "" {
-		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
-	}
-	c, err := d.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return nil, err
-	}
-	c.SetDeadline(time.Now().Add(timeout))
-	init := make([]byte, initPacketSize)
-	if _, err := io.ReadFull(c, init); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("reading the init packet: %w", err)
-	}
-	c.SetDeadline(time.Time{})
-	return &rawConn{c: c, iv: init[:128], ts: binary.BigEndian.Uint32(init[128:])}, nil
+	return merge(Config{"password": relPassword, "decryption_method": "1"}, extra)
 }
 
 // relPacket is a 4304-byte packet for r, XOR-encrypted with relPassword.
@@ -78,66 +51,56 @@ func relPlain(version int16, rc int16, host, svc, out string, ts uint32) []byte 
 	return p
 }
 
-// relXOR encrypts a clear packet for r in place and returns it.
-func relXOR(r *rawConn, p []byte) []byte {
-	for i := range p {
-		p[i] ^= r.iv[i%128]
-		p[i] ^= relPassword[i%len(relPassword)]
-	}
-	return p
-}
-
-type relCheck struct {
-	rc             int16
-	host, svc, out string
-}
-
 // relSend sends checks on one connection from local and closes it.
-func relSend(port int, local string, checks []relCheck) error {
-	r, err := relDial(port, local, 5*time.Second)
+func relSend(port int, local string, checks []rawCheck) error {
+	return relSendWithin(port, local, 5*time.Second, checks)
+}
+
+// relSendWithin is relSend waiting up to dialTimeout for the connection
+// and the init packet.
+func relSendWithin(port int, local string, dialTimeout time.Duration, checks []rawCheck) error {
+	r, err := dialInit(port, local, dialTimeout)
 	if err != nil {
 		return err
 	}
 	defer r.c.Close()
-	var b []byte
-	for _, c := range checks {
-		b = append(b, relPacket(r, c.rc, c.host, c.svc, c.out)...)
-	}
 	r.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if _, err := r.c.Write(b); err != nil {
+	if _, err := r.c.Write(r.packets(relPassword, checks)); err != nil {
 		return err
 	}
 	return r.c.Close()
 }
 
-// relWaitClosed reads from c until the peer closes it (EOF or reset) or
-// timeout passes; it returns the bytes read and whether it was closed.
-func relWaitClosed(c net.Conn, timeout time.Duration) (int, bool) {
-	c.SetReadDeadline(time.Now().Add(timeout))
-	buf := make([]byte, 64<<10)
-	total := 0
-	for {
-		n, err := c.Read(buf)
-		total += n
-		if err == nil {
-			continue
-		}
-		return total, !errors.Is(err, os.ErrDeadlineExceeded)
+// relParallel calls send(i) for every i in [0, n), concurrency at a time,
+// and returns the ids of the checks they sent; an error of send(i) fails
+// the test, naming i as what.
+func relParallel(t *testing.T, n, concurrency int, what string, send func(i int) ([]string, error)) []string {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var sent []string
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
 	}
-}
-
-// relWaitFor polls cond every 20 ms until it holds or timeout passes.
-func relWaitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
+	close(next)
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				ids, err := send(i)
+				if err != nil {
+					t.Errorf("%s %d: %v", what, i, err)
+				}
+				mu.Lock()
+				sent = append(sent, ids...)
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
+	return sent
 }
 
 // relStream is a steady load of raw clients: each of its clients opens a
@@ -219,24 +182,15 @@ func (s *relStream) client(c int) {
 }
 
 func (s *relStream) conn(c, seq int) ([]string, error) {
-	r, err := relDial(s.port, s.local, 3*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer r.c.Close()
-	var b []byte
+	var checks []rawCheck
 	var ids []string
 	for i := range s.perConn {
 		id := s.id(c, seq+i)
 		host, svc := s.target(c, seq+i)
-		b = append(b, relPacket(r, 0, host, svc, relOutput(id, s.fill))...)
+		checks = append(checks, rawCheck{0, host, svc, relOutput(id, s.fill)})
 		ids = append(ids, id)
 	}
-	r.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if _, err := r.c.Write(b); err != nil {
-		return nil, err
-	}
-	if err := r.c.Close(); err != nil {
+	if err := relSendWithin(s.port, s.local, 3*time.Second, checks); err != nil {
 		return nil, err
 	}
 	return ids, nil
@@ -248,7 +202,7 @@ func relOutput(id, fill string) string { return "id=" + id + " " + fill }
 // is in flight.
 func (s *relStream) Pause() {
 	s.paused.Store(true)
-	relWaitFor(10*time.Second, func() bool { return s.inflight.Load() == 0 })
+	waitFor(10*time.Second, func() bool { return s.inflight.Load() == 0 })
 }
 
 func (s *relStream) Resume() { s.paused.Store(false) }
@@ -298,14 +252,7 @@ func relLineIDs(lines []string) (ids, bad []string) {
 // .ok, and the number of result files.
 func relSpoolIDs(t *testing.T, dir string) ([]string, int) {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, e := range entries {
-		names[e.Name()] = true
-	}
+	entries, names := readDirNames(t, dir)
 	var ids []string
 	files := 0
 	outputRe := regexp.MustCompile(`(?m)^output=(.*)$`)
@@ -424,13 +371,19 @@ func (c *relCore) loop() {
 // Open opens the FIFO for reading and starts reading.
 func (c *relCore) Open(t *testing.T) {
 	t.Helper()
-	f, err := os.OpenFile(c.path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatalf("opening FIFO %s: %v", c.path, err)
-	}
+	f := openRDWR(t, c.path)
 	c.mu.Lock()
 	c.f, c.reading, c.openedAt, c.first = f, true, time.Now(), time.Time{}
 	c.mu.Unlock()
+}
+
+// reopen opens the FIFO and waits until the daemon writes to it again
+// (within its back-off), then a moment longer.
+func (c *relCore) reopen(t *testing.T) {
+	t.Helper()
+	c.Open(t)
+	waitFor(8*time.Second, func() bool { return c.FirstSinceOpen() >= 0 })
+	time.Sleep(500 * time.Millisecond)
 }
 
 // Close closes the FIFO: the core is gone.
@@ -476,7 +429,7 @@ func (c *relCore) Lines() []string {
 
 // Quiet waits until nothing has been read for d (bounded by timeout).
 func (c *relCore) Quiet(d, timeout time.Duration) {
-	relWaitFor(timeout, func() bool {
+	waitFor(timeout, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		since := c.last
@@ -487,52 +440,17 @@ func (c *relCore) Quiet(d, timeout time.Duration) {
 	})
 }
 
-// relDrained is the daemon's final statistics line.
-type relDrained struct {
-	line                      string
-	received, success, failed uint64
-	queued                    int64
-	emitted, dropped          map[string]uint64
-}
-
-var relDrainedRe = regexp.MustCompile(`pipeline drained: .*received=(\d+), report_success=(\d+), report_failed=(\d+), queued=(-?\d+) \(held by sinks -?\d+\), emitted\{([^}]*)\}, dropped\{([^}]*)\}`)
-
-func relCounts(s string) map[string]uint64 {
-	m := map[string]uint64{}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseUint(v, 10, 64)
-		m[k] = n
-	}
-	return m
-}
-
-func relSum(m map[string]uint64) (n uint64) {
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
-// relParseDrained finds the "pipeline drained:" line in the daemon's
+// relParseDrained finds the last "pipeline drained:" line in the daemon's
 // output and checks that it balances: received = emitted + dropped, and
 // nothing is left queued.
-func relParseDrained(t *testing.T, stderr string) relDrained {
+func relParseDrained(t *testing.T, stderr string) stats {
 	t.Helper()
-	all := relDrainedRe.FindAllStringSubmatch(stderr, -1)
+	all := statsLines(stderr, "pipeline drained")
 	if len(all) == 0 {
 		t.Fatalf("no `pipeline drained:` line in the daemon's output")
 	}
-	m := all[len(all)-1]
-	d := relDrained{line: m[0], emitted: relCounts(m[5]), dropped: relCounts(m[6])}
-	d.received, _ = strconv.ParseUint(m[1], 10, 64)
-	d.success, _ = strconv.ParseUint(m[2], 10, 64)
-	d.failed, _ = strconv.ParseUint(m[3], 10, 64)
-	d.queued, _ = strconv.ParseInt(m[4], 10, 64)
-	if d.received != relSum(d.emitted)+relSum(d.dropped) || d.success != relSum(d.emitted) || d.failed != relSum(d.dropped) || d.queued != 0 {
+	d := all[len(all)-1]
+	if d.received != sum(d.emitted)+sum(d.dropped) || d.success != sum(d.emitted) || d.failed != sum(d.dropped) || d.queued != 0 {
 		t.Errorf("the final statistics do not balance (want received = emitted + dropped, report_success = sum of emitted, report_failed = sum of dropped, queued = 0):\n%s", d.line)
 	}
 	return d
@@ -619,7 +537,7 @@ func relMetricsBalanced(t *testing.T, addr string, ready func(m map[string]float
 	var m map[string]float64
 	var err error
 	var why string
-	ok := relWaitFor(10*time.Second, func() bool {
+	ok := waitFor(10*time.Second, func() bool {
 		m, err = relScrape(addr)
 		if err != nil {
 			why = err.Error()
@@ -668,10 +586,7 @@ func relMetricsAddr(t *testing.T) string {
 // shutdown) and the final "pipeline drained:" line balance: received =
 // emitted + dropped; and every drop reason is logged with the peer.
 func TestRelAccounting(t *testing.T) {
-	dir := t.TempDir()
-	fifo := makeFIFO(t, dir)
-	core := relNewCore(t, fifo)
-	core.Open(t)
+	_, fifo, core := relFIFO(t, true)
 	metrics := relMetricsAddr(t)
 	d := startDaemon(t, relCfg(Config{"command_file": fifo, "metrics_address": metrics}))
 	good := Client{Password: relPassword, Method: 1}
@@ -683,41 +598,30 @@ func TestRelAccounting(t *testing.T) {
 	good.send(t, d.Port, in.String(), 5)
 	// A wrong password (first two bytes differ, so the version is wrong):
 	// send_nsca may die of SIGPIPE when the daemon closes on it.
-	if out, err := (Client{Password: "XX" + relPassword, Method: 1}).run(t, d.Port, "wrong\tsvc\t0\tmust not arrive\x17wrong\tsvc\t1\tnor this\x17"); err != nil && strings.Contains(err.Error(), "timed out") {
-		t.Fatalf("send_nsca with a wrong password: %v\n%s", err, out)
-	}
+	(Client{Password: "XX" + relPassword, Method: 1}).sendRejected(t, d.Port, "wrong\tsvc\t0\tmust not arrive\x17wrong\tsvc\t1\tnor this\x17")
 	// A corrupted CRC, then two good packets on the same connection.
-	r, err := relDial(d.Port, "127.0.0.21", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := dialRaw(t, d.Port, "127.0.0.21")
 	bad := relPlain(3, 0, "acct", "crc", "bad crc", r.ts)
 	bad[300] ^= 0x55
-	b := relXOR(r, bad)
+	b := r.xor(bad, relPassword)
 	b = append(b, relPacket(r, 0, "acct", "after", "after a bad crc")...)
 	b = append(b, relPacket(r, 0, "acct", "after", "after a bad crc")...)
 	r.c.Write(b)
-	relWaitClosed(r.c, 5*time.Second)
+	waitClosed(r.c, 5*time.Second)
 	r.c.Close()
 	// One good packet, then half of one.
-	r, err = relDial(d.Port, "127.0.0.22", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = dialRaw(t, d.Port, "127.0.0.22")
 	b = relPacket(r, 1, "acct", "trunc", "complete before a cut")
 	b = append(b, relPacket(r, 0, "acct", "trunc", "cut")[:packetSize/2]...)
 	r.c.Write(b)
 	r.c.Close()
 	// One byte.
-	r, err = relDial(d.Port, "127.0.0.23", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = dialRaw(t, d.Port, "127.0.0.23")
 	r.c.Write([]byte{3})
 	r.c.Close()
 
 	const wantGood = 11
-	if !relWaitFor(arriveTimeout, func() bool { return len(core.Lines()) >= wantGood }) {
+	if !waitFor(arriveTimeout, func() bool { return len(core.Lines()) >= wantGood }) {
 		t.Fatalf("%d lines in the FIFO, want %d", len(core.Lines()), wantGood)
 	}
 	m := relMetricsBalanced(t, metrics, func(m map[string]float64) string {
@@ -777,7 +681,7 @@ func TestRelAccounting(t *testing.T) {
 func TestRelAfterRejectReason(t *testing.T) {
 	cmd := commandFile(t, t.TempDir())
 	d := startDaemon(t, relCfg(Config{"command_file": cmd, "append_to_file": "1", "debug": "1"}))
-	r, err := relDial(d.Port, "127.0.0.24", 5*time.Second)
+	r, err := dialInit(d.Port, "127.0.0.24", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -787,14 +691,14 @@ func TestRelAfterRejectReason(t *testing.T) {
 	for i := range good {
 		b = append(b, relPacket(r, 0, "rej", "svc", fmt.Sprintf("good %d", i))...)
 	}
-	b = append(b, relXOR(r, relPlain(2, 0, "rej", "svc", "version 2", r.ts))...)
+	b = append(b, r.xor(relPlain(2, 0, "rej", "svc", "version 2", r.ts), relPassword)...)
 	b = append(b, relPacket(r, 0, "rej", "svc", "after")[:1000]...)
 	go func() {
 		r.c.Write(b)
 		r.c.Close()
 	}()
 	waitFileLines(t, cmd, good)
-	relWaitFor(2*time.Second, func() bool { return strings.Contains(d.Stderr(), "closing connection from "+peer) })
+	waitFor(2*time.Second, func() bool { return strings.Contains(d.Stderr(), "closing connection from "+peer) })
 	time.Sleep(200 * time.Millisecond)
 	d.Signal(syscall.SIGTERM)
 	d.Stop()
@@ -809,16 +713,13 @@ func TestRelAfterRejectReason(t *testing.T) {
 
 // TestRelMetrics (issue 4.7): /metrics counts exactly what the test did.
 func TestRelMetrics(t *testing.T) {
-	dir := t.TempDir()
-	fifo := makeFIFO(t, dir)
-	core := relNewCore(t, fifo)
-	core.Open(t)
+	_, fifo, core := relFIFO(t, true)
 	metrics := relMetricsAddr(t)
 	d := startDaemon(t, relCfg(Config{"command_file": fifo, "metrics_address": metrics, "allowed_hosts": "127.0.0.0/24"}))
 	before := relMetricsBalanced(t, metrics, nil)
 
 	// Three good connections: 2 + 1 service checks and a host check.
-	for _, cs := range [][]relCheck{
+	for _, cs := range [][]rawCheck{
 		{{0, "m1", "svc", "one"}, {1, "m1", "svc2", "two"}},
 		{{2, "m2", "svc", "three"}},
 		{{1, "m3", "", "host down"}},
@@ -828,34 +729,25 @@ func TestRelMetrics(t *testing.T) {
 		}
 	}
 	// A bad CRC, a version 2 packet, a short packet: one connection each.
-	r, err := relDial(d.Port, "127.0.0.32", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := dialRaw(t, d.Port, "127.0.0.32")
 	p := relPlain(3, 0, "m4", "svc", "crc", r.ts)
 	p[4] ^= 1
-	r.c.Write(relXOR(r, p))
-	relWaitClosed(r.c, 5*time.Second)
+	r.c.Write(r.xor(p, relPassword))
+	waitClosed(r.c, 5*time.Second)
 	r.c.Close()
-	r, err = relDial(d.Port, "127.0.0.32", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.c.Write(relXOR(r, relPlain(2, 0, "m5", "svc", "version 2", r.ts))[:legacyPacketSize])
-	relWaitClosed(r.c, 5*time.Second)
+	r = dialRaw(t, d.Port, "127.0.0.32")
+	r.c.Write(r.xor(relPlain(2, 0, "m5", "svc", "version 2", r.ts), relPassword)[:legacyPacketSize])
+	waitClosed(r.c, 5*time.Second)
 	r.c.Close()
-	r, err = relDial(d.Port, "127.0.0.32", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = dialRaw(t, d.Port, "127.0.0.32")
 	r.c.Write(relPacket(r, 0, "m6", "svc", "short")[:100])
 	r.c.Close()
 	// Refused by allowed_hosts.
-	if c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.1.1")}}).Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(d.Port))); err == nil {
-		relWaitClosed(c, 5*time.Second)
+	if c, err := dialLocal(d.Port, "127.0.1.1", 5*time.Second); err == nil {
+		waitClosed(c, 5*time.Second)
 		c.Close()
 	}
-	if !relWaitFor(arriveTimeout, func() bool { return len(core.Lines()) >= 4 }) {
+	if !waitFor(arriveTimeout, func() bool { return len(core.Lines()) >= 4 }) {
 		t.Fatalf("%d lines in the FIFO, want 4", len(core.Lines()))
 	}
 	want := map[string]float64{
@@ -957,7 +849,7 @@ func TestRelSlowloris(t *testing.T) {
 				if i >= slow {
 					return
 				}
-				r, err := relDial(d.Port, "127.0.0.3", 5*time.Second)
+				r, err := dialInit(d.Port, "127.0.0.3", 5*time.Second)
 				if err != nil {
 					openErr.Store(fmt.Errorf("slow connection %d: %w", i, err))
 					return
@@ -977,7 +869,7 @@ func TestRelSlowloris(t *testing.T) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			relWaitClosed(sc.c, 15*time.Second)
+			waitClosed(sc.c, 15*time.Second)
 			closedMu.Lock()
 			sc.closed = time.Now()
 			closedMu.Unlock()
@@ -1016,7 +908,7 @@ func TestRelSlowloris(t *testing.T) {
 	// before any init packet.
 	var fillers []net.Conn
 	for range maxConn - slow {
-		r, err := relDial(d.Port, "127.0.0.3", 5*time.Second)
+		r, err := dialInit(d.Port, "127.0.0.3", 5*time.Second)
 		if err != nil {
 			t.Fatalf("a connection within max_connections: %v", err)
 		}
@@ -1024,12 +916,12 @@ func TestRelSlowloris(t *testing.T) {
 	}
 	const extra = 30
 	for i := range extra {
-		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.4")}}).Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(d.Port)))
+		c, err := dialLocal(d.Port, "127.0.0.4", 5*time.Second)
 		if err != nil {
 			t.Fatalf("connection %d over the limit: dial: %v", i, err)
 		}
 		began := time.Now()
-		n, closed := relWaitClosed(c, 2*time.Second)
+		n, closed := waitClosed(c, 2*time.Second)
 		c.Close()
 		if !closed || n != 0 {
 			t.Errorf("connection %d over max_connections=%d: read %d bytes, closed=%v within %v; want closed at once with no init packet", i, maxConn, n, closed, time.Since(began))
@@ -1080,7 +972,7 @@ func TestRelSlowloris(t *testing.T) {
 	}
 	hi := now()
 	d.Stop()
-	assertLines(t, stripTimes(t, completeLines(readFile(t, cmd)), lo, hi), []string{serviceLine("good", "svc", 0, "through the slowloris")})
+	assertLines(t, commandsIn(t, cmd, lo, hi), []string{serviceLine("good", "svc", 0, "through the slowloris")})
 	if t.Failed() {
 		t.Logf("daemon stderr (first 3000 bytes):\n%s", stderr[:min(len(stderr), 3000)])
 	}
@@ -1094,20 +986,13 @@ func TestRelFIFO(t *testing.T) {
 		// spool; once a reader appears they go to the FIFO again, within the
 		// daemon's back-off (at most 6.4 s).
 		t.Parallel()
-		dir := t.TempDir()
-		spool := filepath.Join(dir, "spool")
-		os.Mkdir(spool, 0o700)
-		fifo := makeFIFO(t, dir)
-		core := relNewCore(t, fifo)
+		dir, fifo, core := relFIFO(t, false)
+		spool := makeSpoolDir(t, dir)
 		d := startDaemon(t, relCfg(Config{"command_file": fifo, "check_result_path": spool}))
 		s := relNewStream(d.Port, "a", 5, 100, 50*time.Millisecond).Start(3)
 		time.Sleep(1500 * time.Millisecond)
-		core.Open(t)
-		relWaitFor(8*time.Second, func() bool { return core.FirstSinceOpen() >= 0 })
-		time.Sleep(500 * time.Millisecond)
-		sent := s.Stop()
-		fifoIDs, spoolIDs := relWaitAll(t, core, spool, "", len(sent))
-		d.Stop()
+		core.reopen(t)
+		sent, fifoIDs, spoolIDs := relStopAndCollect(t, d, s, core, spool)
 		if back := core.FirstSinceOpen(); back < 0 || back > 7*time.Second {
 			t.Errorf("the FIFO got results %v after its reader appeared, want within the 6.4 s back-off", back)
 		} else {
@@ -1116,10 +1001,7 @@ func TestRelFIFO(t *testing.T) {
 		if len(spoolIDs) == 0 {
 			t.Errorf("nothing went to the spool while the FIFO had no reader")
 		}
-		if missing := relOnce(t, sent, map[string][]string{"fifo": fifoIDs, "spool": spoolIDs}); len(missing) > 0 {
-			t.Errorf("%d of %d sent results were never delivered, e.g. %v", len(missing), len(sent), missing[:min(len(missing), 5)])
-		}
-		relParseDrained(t, d.Stderr())
+		relAssertDelivered(t, d, sent, fifoIDs, spoolIDs)
 	})
 
 	t.Run("missing-fifo-dump", func(t *testing.T) {
@@ -1134,7 +1016,7 @@ func TestRelFIFO(t *testing.T) {
 		var sent []string
 		send := func(id string) {
 			t.Helper()
-			if err := relSend(d.Port, "", []relCheck{{0, "relhost", "svc", relOutput(id, "x")}}); err != nil {
+			if err := relSend(d.Port, "", []rawCheck{{0, "relhost", "svc", relOutput(id, "x")}}); err != nil {
 				t.Fatal(err)
 			}
 			sent = append(sent, id)
@@ -1149,7 +1031,7 @@ func TestRelFIFO(t *testing.T) {
 		for i := range 5 {
 			send(fmt.Sprintf("b1-%d", i))
 		}
-		if !relWaitFor(arriveTimeout, func() bool { return len(dumpIDs()) == 5 }) {
+		if !waitFor(arriveTimeout, func() bool { return len(dumpIDs()) == 5 }) {
 			t.Fatalf("%d results in the dump file, want 5", len(dumpIDs()))
 		}
 		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -1169,12 +1051,12 @@ func TestRelFIFO(t *testing.T) {
 		for i := range 5 {
 			send(fmt.Sprintf("b3-%d", i))
 		}
-		relWaitFor(arriveTimeout, func() bool { ids, _ := relLineIDs(core.Lines()); return len(ids)+len(dumpIDs()) == len(sent) })
+		waitFor(arriveTimeout, func() bool { ids, _ := relLineIDs(core.Lines()); return len(ids)+len(dumpIDs()) == len(sent) })
 		os.Remove(fifo) // the core goes away and takes its FIFO
 		for i := range 5 {
 			send(fmt.Sprintf("b4-%d", i))
 		}
-		relWaitFor(arriveTimeout, func() bool { ids, _ := relLineIDs(core.Lines()); return len(ids)+len(dumpIDs()) == len(sent) })
+		waitFor(arriveTimeout, func() bool { ids, _ := relLineIDs(core.Lines()); return len(ids)+len(dumpIDs()) == len(sent) })
 		d.Stop()
 		fifoIDs, bad := relLineIDs(core.Lines())
 		if len(bad) > 0 {
@@ -1202,18 +1084,14 @@ func TestRelFIFO(t *testing.T) {
 		// (FullWait) results go to the spool; when it reads again nothing is
 		// missing or doubled, and the FIFO holds only whole lines.
 		t.Parallel()
-		dir := t.TempDir()
-		spool := filepath.Join(dir, "spool")
-		os.Mkdir(spool, 0o700)
-		fifo := makeFIFO(t, dir)
-		core := relNewCore(t, fifo)
-		core.Open(t)
+		dir, fifo, core := relFIFO(t, true)
+		spool := makeSpoolDir(t, dir)
 		d := startDaemon(t, relCfg(Config{"command_file": fifo, "check_result_path": spool, "aggregate_writes": "1"}))
 		s := relNewStream(d.Port, "c", 5, 1000, 20*time.Millisecond).Start(2)
 		time.Sleep(time.Second)
 		core.Pause()
 		paused := time.Now()
-		if !relWaitFor(8*time.Second, func() bool { _, n := relSpoolIDs(t, spool); return n > 0 }) {
+		if !waitFor(8*time.Second, func() bool { _, n := relSpoolIDs(t, spool); return n > 0 }) {
 			t.Fatalf("nothing reached the spool within 8 s of the core stalling (%s)", s.summary())
 		}
 		if took := time.Since(paused); took < 900*time.Millisecond || took > 4*time.Second {
@@ -1224,14 +1102,9 @@ func TestRelFIFO(t *testing.T) {
 		time.Sleep(time.Until(paused.Add(2500 * time.Millisecond)))
 		core.Resume()
 		time.Sleep(1500 * time.Millisecond)
-		sent := s.Stop()
-		fifoIDs, spoolIDs := relWaitAll(t, core, spool, "", len(sent))
-		d.Stop()
+		sent, fifoIDs, spoolIDs := relStopAndCollect(t, d, s, core, spool)
 		t.Logf("%d results in the FIFO, %d in the spool (%s)", len(fifoIDs), len(spoolIDs), s.summary())
-		if missing := relOnce(t, sent, map[string][]string{"fifo": fifoIDs, "spool": spoolIDs}); len(missing) > 0 {
-			t.Errorf("%d of %d sent results were never delivered, e.g. %v", len(missing), len(sent), missing[:min(len(missing), 5)])
-		}
-		relParseDrained(t, d.Stderr())
+		relAssertDelivered(t, d, sent, fifoIDs, spoolIDs)
 	})
 
 	t.Run("reader-restart", func(t *testing.T) {
@@ -1243,12 +1116,8 @@ func TestRelFIFO(t *testing.T) {
 		// have read it: what is tested is the daemon's side, that no result
 		// is lost or written twice across EPIPE, ENXIO and the spool.
 		t.Parallel()
-		dir := t.TempDir()
-		spool := filepath.Join(dir, "spool")
-		os.Mkdir(spool, 0o700)
-		fifo := makeFIFO(t, dir)
-		core := relNewCore(t, fifo)
-		core.Open(t)
+		dir, fifo, core := relFIFO(t, true)
+		spool := makeSpoolDir(t, dir)
 		keeper, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -1259,63 +1128,43 @@ func TestRelFIFO(t *testing.T) {
 		time.Sleep(time.Second)
 		core.Close()
 		time.Sleep(time.Second)
-		core.Open(t)
-		relWaitFor(8*time.Second, func() bool { return core.FirstSinceOpen() >= 0 })
-		time.Sleep(500 * time.Millisecond)
-		sent := s.Stop()
-		fifoIDs, spoolIDs := relWaitAll(t, core, spool, "", len(sent))
-		d.Stop()
+		core.reopen(t)
+		sent, fifoIDs, spoolIDs := relStopAndCollect(t, d, s, core, spool)
 		t.Logf("%d results in the FIFO, %d in the spool (%s)", len(fifoIDs), len(spoolIDs), s.summary())
 		if len(spoolIDs) == 0 {
 			t.Errorf("nothing went to the spool while the FIFO had no reader")
 		}
-		if missing := relOnce(t, sent, map[string][]string{"fifo": fifoIDs, "spool": spoolIDs}); len(missing) > 0 {
-			t.Errorf("%d of %d sent results were never delivered, e.g. %v", len(missing), len(sent), missing[:min(len(missing), 5)])
-		}
-		relParseDrained(t, d.Stderr())
+		relAssertDelivered(t, d, sent, fifoIDs, spoolIDs)
 	})
 
 	t.Run("two-workers-long-lines", func(t *testing.T) {
 		// (e) Two worker processes write lines longer than PIPE_BUF into one
 		// FIFO at the same time: every line read is whole.
 		t.Parallel()
-		dir := t.TempDir()
-		fifo := makeFIFO(t, dir)
-		core := relNewCore(t, fifo)
-		core.Open(t)
+		_, fifo, core := relFIFO(t, true)
 		d := startDaemon(t, relCfg(Config{"command_file": fifo, "aggregate_writes": "1", "nsca_workers": "2"}))
-		workers := waitWorkers(t, d.p.cmd.Process.Pid, 2)
+		workers := d.waitWorkers(2, startTimeout)
 		t.Cleanup(func() { endWorkers(t, workers) })
 		// About 6 KB per line: backslashes double when escaped.
 		fill := strings.Repeat(`ab\`, 1300)
 		const clients, conns, per = 16, 4, 5
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var sent []string
-		for c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for k := range conns {
-					var cs []relCheck
-					var ids []string
-					for i := range per {
-						id := fmt.Sprintf("e%02d-%03d", c, k*per+i)
-						cs = append(cs, relCheck{0, "relhost", fmt.Sprintf("svc%02d", c), relOutput(id, fill)})
-						ids = append(ids, id)
-					}
-					if err := relSend(d.Port, fmt.Sprintf("127.0.0.%d", 100+c), cs); err != nil {
-						t.Errorf("client %d: %v", c, err)
-						return
-					}
-					mu.Lock()
-					sent = append(sent, ids...)
-					mu.Unlock()
+		sent := relParallel(t, clients, clients, "client", func(c int) (sent []string, err error) {
+			for k := range conns {
+				var cs []rawCheck
+				var ids []string
+				for i := range per {
+					id := fmt.Sprintf("e%02d-%03d", c, k*per+i)
+					cs = append(cs, rawCheck{0, "relhost", fmt.Sprintf("svc%02d", c), relOutput(id, fill)})
+					ids = append(ids, id)
 				}
-			}()
-		}
-		wg.Wait()
-		if !relWaitFor(arriveTimeout, func() bool { return len(core.Lines()) >= len(sent) }) {
+				if err := relSend(d.Port, fmt.Sprintf("127.0.0.%d", 100+c), cs); err != nil {
+					return sent, err
+				}
+				sent = append(sent, ids...)
+			}
+			return sent, nil
+		})
+		if !waitFor(arriveTimeout, func() bool { return len(core.Lines()) >= len(sent) }) {
 			t.Errorf("%d lines in the FIFO, want %d", len(core.Lines()), len(sent))
 		}
 		d.Stop()
@@ -1380,10 +1229,43 @@ func relWaitAll(t *testing.T, core *relCore, spool, dump string, want int) (fifo
 			spoolIDs, _ = relSpoolIDs(t, spool)
 		}
 	}
-	relWaitFor(15*time.Second, func() bool { collect(); return len(fifoIDs)+len(spoolIDs) >= want })
+	waitFor(15*time.Second, func() bool { collect(); return len(fifoIDs)+len(spoolIDs) >= want })
 	time.Sleep(300 * time.Millisecond) // anything delivered twice shows up too
 	collect()
 	return fifoIDs, spoolIDs
+}
+
+// relFIFO makes a FIFO in a new temporary directory with a relCore for it,
+// open if open.
+func relFIFO(t *testing.T, open bool) (dir, fifo string, core *relCore) {
+	dir = t.TempDir()
+	fifo = makeFIFO(t, dir)
+	core = relNewCore(t, fifo)
+	if open {
+		core.Open(t)
+	}
+	return dir, fifo, core
+}
+
+// relStopAndCollect stops the stream and, once the FIFO and the spool hold
+// what it sent, the daemon; it returns the ids sent and those found in the
+// FIFO and in the spool.
+func relStopAndCollect(t *testing.T, d *Daemon, s *relStream, core *relCore, spool string) (sent, fifoIDs, spoolIDs []string) {
+	t.Helper()
+	sent = s.Stop()
+	fifoIDs, spoolIDs = relWaitAll(t, core, spool, "", len(sent))
+	d.Stop()
+	return sent, fifoIDs, spoolIDs
+}
+
+// relAssertDelivered checks that every id sent is in the FIFO or the
+// spool, once, and that the daemon's final statistics balance.
+func relAssertDelivered(t *testing.T, d *Daemon, sent, fifoIDs, spoolIDs []string) {
+	t.Helper()
+	if missing := relOnce(t, sent, map[string][]string{"fifo": fifoIDs, "spool": spoolIDs}); len(missing) > 0 {
+		t.Errorf("%d of %d sent results were never delivered, e.g. %v", len(missing), len(sent), missing[:min(len(missing), 5)])
+	}
+	relParseDrained(t, d.Stderr())
 }
 
 // TestRelShutdownUnderLoad (issue 4.4): SIGTERM while clients send, with
@@ -1393,12 +1275,8 @@ func TestRelShutdownUnderLoad(t *testing.T) {
 	t.Run("fifo-blocked", func(t *testing.T) {
 		// (i) The core holds the FIFO open but reads nothing; a spool is set.
 		t.Parallel()
-		dir := t.TempDir()
-		spool := filepath.Join(dir, "spool")
-		os.Mkdir(spool, 0o700)
-		fifo := makeFIFO(t, dir)
-		core := relNewCore(t, fifo)
-		core.Open(t)
+		dir, fifo, core := relFIFO(t, true)
+		spool := makeSpoolDir(t, dir)
 		core.Pause()
 		d := startDaemon(t, relCfg(Config{"command_file": fifo, "aggregate_writes": "1", "check_result_path": spool}))
 		s := relNewStream(d.Port, "i", 10, 1000, 20*time.Millisecond).Start(8)
@@ -1418,8 +1296,7 @@ func TestRelShutdownUnderLoad(t *testing.T) {
 		// files), its waiting queue is small, and there is a dump file.
 		t.Parallel()
 		dir := t.TempDir()
-		spool := filepath.Join(dir, "spool")
-		os.Mkdir(spool, 0o700)
+		spool := makeSpoolDir(t, dir)
 		dump := filepath.Join(dir, "nsca.dump")
 		d := startDaemon(t, relCfg(Config{"check_result_path": spool, "check_result_path_max_files": "5", "queue_size": "8", "alternate_dump_file": dump}))
 		s := relNewStream(d.Port, "ii", 10, 200, 20*time.Millisecond).Start(4)
@@ -1513,7 +1390,7 @@ func TestRelHostileInput(t *testing.T) {
 		{"truncated-721", func(r *rawConn) []byte { return valid(r)[:721] }, true, `: connection ended \(client closed\) after 721 of 4304 bytes`},
 		{"truncated-4303", func(r *rawConn) []byte { return valid(r)[:4303] }, true, `: connection ended \(client closed\) after 4303 of 4304 bytes`},
 		{"version-2-good-crc", func(r *rawConn) []byte {
-			return relXOR(r, relPlain(2, 0, "hostile", "svc", "version 2", r.ts))
+			return r.xor(relPlain(2, 0, "hostile", "svc", "version 2", r.ts), relPassword)
 		}, false, `: dropped packet 1: packet: bad version \(.*\): got 2`},
 		{"10MB-garbage", func(*rawConn) []byte {
 			b := make([]byte, 10<<20)
@@ -1525,7 +1402,7 @@ func TestRelHostileInput(t *testing.T) {
 	}
 	for i, c := range cases {
 		local := fmt.Sprintf("127.0.0.%d", 50+i)
-		r, err := relDial(d.Port, local, 5*time.Second)
+		r, err := dialInit(d.Port, local, 5*time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -1539,7 +1416,7 @@ func TestRelHostileInput(t *testing.T) {
 			}
 			wrote <- err
 		}()
-		n, closed := relWaitClosed(r.c, 8*time.Second)
+		n, closed := waitClosed(r.c, 8*time.Second)
 		werr := <-wrote
 		r.c.Close()
 		if !closed || n != 0 {
@@ -1550,7 +1427,7 @@ func TestRelHostileInput(t *testing.T) {
 			prefix = `dropped short packet from `
 		}
 		re := regexp.MustCompile(prefix + regexp.QuoteMeta(peer) + c.log)
-		if !relWaitFor(2*time.Second, func() bool { return len(grepLines(d.Stderr(), re)) > 0 }) {
+		if _, ok := waitLines(d.Stderr, re, 1, 2*time.Second); !ok {
 			t.Errorf("%s: no log line matches %q", c.name, re)
 		}
 		if d.p.hasExited() {
@@ -1563,7 +1440,7 @@ func TestRelHostileInput(t *testing.T) {
 	// service that is empty after the cut makes a host check; fields that
 	// fill their whole width without a NUL lose their last byte.
 	lo := now()
-	if err := relSend(d.Port, "127.0.0.60", []relCheck{
+	if err := relSend(d.Port, "127.0.0.60", []rawCheck{
 		{32767, "rc-max", "svc", "max"},
 		{-32768, "rc-min", "svc", "min"},
 	}); err != nil {
@@ -1571,7 +1448,7 @@ func TestRelHostileInput(t *testing.T) {
 	}
 	waitFileLines(t, cmd, 2)
 	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
-	if err := relSend(d.Port, "127.0.0.61", []relCheck{
+	if err := relSend(d.Port, "127.0.0.61", []rawCheck{
 		{0, "nl\nINJECTED", "svc\nPROCESS_HOST_CHECK_RESULT;evil;0;pwned", "line1\nline2 \\ end\x00hidden"},
 		{1, "nul\x00host", "\nservice", "\x00"},
 		{2, "x\x00\n", "s\x00\nvc", "out\r\nput;with;semicolons\x00\n"},
@@ -1602,55 +1479,32 @@ func TestRelHostileInput(t *testing.T) {
 func TestRelAccessControl(t *testing.T) {
 	dir := t.TempDir()
 	cmd := commandFile(t, dir)
-	port := freePort(t)
-	cfgPath := filepath.Join(dir, "nsca.cfg")
-	cfg := relCfg(Config{"server_address": "127.0.0.1", "server_port": strconv.Itoa(port), "command_file": cmd,
-		"append_to_file": "1", "allowed_hosts": "127.0.0.2/32"})
-	if err := os.WriteFile(cfgPath, []byte(cfg.text()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(cfgPath, 0o644); err != nil { // whatever the umask
-		t.Fatal(err)
-	}
-	d := &Daemon{t: t, Dir: dir, Port: port, CfgPath: cfgPath, stderrPath: filepath.Join(dir, "nsca.stderr")}
-	stderr, err := os.Create(d.stderrPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := exec.Command(daemonBin(), "-c", cfgPath, "-f")
-	c.Dir, c.Stdout, c.Stderr = dir, stderr, stderr
-	d.p, err = startProc("nsca", c)
-	stderr.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.Stop)
-	if err := waitPort(d.p, port, startTimeout); err != nil {
-		t.Fatalf("%v\n%s", err, d.Stderr())
-	}
+	d := startDaemonWith(t, relCfg(Config{"command_file": cmd, "append_to_file": "1", "allowed_hosts": "127.0.0.2/32"}),
+		daemonOpts{dir: dir, cfgMode: 0o644})
+	port, cfgPath := d.Port, d.CfgPath
 
 	warning := regexp.MustCompile(`^W.*` + regexp.QuoteMeta(cfgPath) + `.*password: the file is readable by every user \(mode 0644\)`)
 	if len(grepLines(d.Stderr(), warning)) == 0 {
 		t.Errorf("no warning at start naming %s as readable by every user while it holds the password:\n%s", cfgPath, d.Stderr())
 	}
 
-	refused, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}).Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	refused, err := dialLocal(port, "127.0.0.1", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	peer := refused.LocalAddr().String()
-	n, closed := relWaitClosed(refused, 3*time.Second)
+	n, closed := waitClosed(refused, 3*time.Second)
 	refused.Close()
 	if !closed || n != 0 {
 		t.Errorf("a client from 127.0.0.1 read %d bytes and was closed=%v within 3 s; want EOF before any init packet", n, closed)
 	}
 	re := regexp.MustCompile(`refused connection from ` + regexp.QuoteMeta(peer) + `: not in allowed_hosts`)
-	if !relWaitFor(2*time.Second, func() bool { return len(grepLines(d.Stderr(), re)) > 0 }) {
+	if _, ok := waitLines(d.Stderr, re, 1, 2*time.Second); !ok {
 		t.Errorf("no log line matches %q", re)
 	}
 
 	lo := now()
-	if err := relSend(port, "127.0.0.2", []relCheck{{0, "allowed", "svc", "from 127.0.0.2"}}); err != nil {
+	if err := relSend(port, "127.0.0.2", []rawCheck{{0, "allowed", "svc", "from 127.0.0.2"}}); err != nil {
 		t.Fatalf("a client from 127.0.0.2: %v", err)
 	}
 	deliverAll(t, d, cmd, lo, []string{serviceLine("allowed", "svc", 0, "from 127.0.0.2")})

@@ -27,36 +27,48 @@ func sinkChecks() (input string, want []string, n int) {
 	return input, want, 3
 }
 
+// sendSinkChecks sends sinkChecks with cl, then one more check on a second
+// connection, calling wait with the number of lines sent so far after each
+// connection; then it stops the daemon. It returns the lines wanted and
+// the window of their times.
+func sendSinkChecks(t *testing.T, d *Daemon, cl Client, wait func(total int)) (want []string, lo, hi int64) {
+	t.Helper()
+	input, want, n := sinkChecks()
+	lo = now()
+	cl.send(t, d.Port, input, n)
+	wait(n)
+	cl.send(t, d.Port, "again\tsvc\t0\tsecond connection\x17", 1)
+	want = append(want, serviceLine("again", "svc", 0, "second connection"))
+	wait(len(want))
+	hi = now()
+	d.Stop()
+	return want, lo, hi
+}
+
 // TestSinkFIFO: command_file is a FIFO with a reader (the core): every line
 // arrives whole and in order, with aggregate_writes off and on.
 func TestSinkFIFO(t *testing.T) {
+	eachAggregateWrites(t, func(t *testing.T, fifo string, r *FIFOReader, d *Daemon, cl Client) {
+		// The second connection comes after the first batch was written
+		// (and, with aggregate_writes=0, the FIFO closed again).
+		var got []string
+		want, lo, hi := sendSinkChecks(t, d, cl, func(k int) { got = append(got, r.Collect(t, k-len(got))...) })
+		time.Sleep(50 * time.Millisecond)
+		got = append(got, r.Pending()...)
+		assertLines(t, stripTimes(t, got, lo, hi), want)
+	})
+}
+
+// eachAggregateWrites runs test in parallel subtests for aggregate_writes=0
+// and 1, each with a daemon (XOR) writing to a FIFO that r reads.
+func eachAggregateWrites(t *testing.T, test func(t *testing.T, fifo string, r *FIFOReader, d *Daemon, cl Client)) {
 	for _, aggregate := range []string{"0", "1"} {
 		t.Run("aggregate_writes="+aggregate, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			fifo := makeFIFO(t, dir)
+			fifo := makeFIFO(t, t.TempDir())
 			r := openFIFOReader(t, fifo)
-			d := startDaemon(t, Config{
-				"command_file":      fifo,
-				"aggregate_writes":  aggregate,
-				"password":          shortPassword,
-				"decryption_method": "1",
-			})
-			cl := Client{Password: shortPassword, Method: 1}
-			input, want, n := sinkChecks()
-			lo := now()
-			cl.send(t, d.Port, input, n)
-			got := r.Collect(t, n)
-			// A second connection after the first batch was written (and,
-			// with aggregate_writes=0, the FIFO closed again).
-			cl.send(t, d.Port, "again\tsvc\t0\tsecond connection\x17", 1)
-			got = append(got, r.Collect(t, 1)...)
-			want = append(want, serviceLine("again", "svc", 0, "second connection"))
-			hi := now()
-			d.Stop()
-			time.Sleep(50 * time.Millisecond)
-			got = append(got, r.Pending()...)
-			assertLines(t, stripTimes(t, got, lo, hi), want)
+			d, cl := startKeyed(t, 1, shortPassword, Config{"command_file": fifo, "aggregate_writes": aggregate})
+			test(t, fifo, r, d, cl)
 		})
 	}
 }
@@ -71,22 +83,8 @@ func TestSinkRegularFileAppend(t *testing.T) {
 	if err := os.WriteFile(cmd, []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, Config{
-		"command_file":      cmd,
-		"append_to_file":    "1",
-		"password":          shortPassword,
-		"decryption_method": "1",
-	})
-	cl := Client{Password: shortPassword, Method: 1}
-	input, want, n := sinkChecks()
-	lo := now()
-	cl.send(t, d.Port, input, n)
-	waitFileLines(t, cmd, 1+n)
-	cl.send(t, d.Port, "again\tsvc\t0\tsecond connection\x17", 1)
-	want = append(want, serviceLine("again", "svc", 0, "second connection"))
-	waitFileLines(t, cmd, 1+len(want))
-	hi := now()
-	d.Stop()
+	d, cl := startKeyed(t, 1, shortPassword, Config{"command_file": cmd, "append_to_file": "1"})
+	want, lo, hi := sendSinkChecks(t, d, cl, func(k int) { waitFileLines(t, cmd, 1+k) })
 	text := readFile(t, cmd)
 	if !strings.HasPrefix(text, before) {
 		t.Fatalf("the existing content was not kept; the file begins %q", abbrev(text))
@@ -100,31 +98,13 @@ type spoolResult struct {
 	host          string
 }
 
-var spoolName = regexp.MustCompile(`^c[A-Za-z0-9]{6}$`)
-
 // readSpool waits until dir holds n result files with their .ok and
 // returns them; any other file in dir fails the test.
 func readSpool(t *testing.T, dir string, n int) []spoolResult {
 	t.Helper()
-	deadline := time.Now().Add(arriveTimeout)
-	for {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		oks := 0
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".ok") {
-				oks++
-			}
-		}
-		if oks >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds %d .ok files after %v, want %d", dir, oks, arriveTimeout, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	oks := 0
+	if !waitFor(arriveTimeout, func() bool { oks = countOKs(t, dir); return oks >= n }) {
+		t.Fatalf("%s holds %d .ok files after %v, want %d", dir, oks, arriveTimeout, n)
 	}
 	return listSpool(t, dir)
 }
@@ -133,14 +113,7 @@ func readSpool(t *testing.T, dir string, n int) []spoolResult {
 // and modes.
 func listSpool(t *testing.T, dir string) []spoolResult {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, e := range entries {
-		names[e.Name()] = true
-	}
+	entries, names := readDirNames(t, dir)
 	var out []spoolResult
 	for _, e := range entries {
 		name := e.Name()
@@ -154,7 +127,7 @@ func listSpool(t *testing.T, dir string) []spoolResult {
 				t.Fatal(err)
 			}
 			r := spoolResult{name: name, content: string(b)}
-			if m := regexp.MustCompile(`(?m)^host_name=(.*)$`).FindStringSubmatch(r.content); m != nil {
+			if m := spoolHostRe.FindStringSubmatch(r.content); m != nil {
 				r.host = m[1]
 			}
 			out = append(out, r)
@@ -251,6 +224,18 @@ func spoolInput() string {
 	return b.String()
 }
 
+// checkSpoolCases asserts that files are the spool files of spoolCases,
+// with times within [lo, hi].
+func checkSpoolCases(t *testing.T, files []spoolResult, lo, hi int64) {
+	t.Helper()
+	if len(files) != len(spoolCases) {
+		t.Fatalf("%d result files in the spool, want %d", len(files), len(spoolCases))
+	}
+	for i, c := range spoolCases {
+		checkSpoolFile(t, files[i], c.host, c.svc, c.rc, c.output, lo, hi)
+	}
+}
+
 // TestSinkCheckResultPath: with only check_result_path, every result is a
 // cXXXXXX file in stock's format, mode 0600, with an empty cXXXXXX.ok, and
 // nothing else is left in the directory.
@@ -259,23 +244,13 @@ func TestSinkCheckResultPath(t *testing.T) {
 		t.Run(fmt.Sprintf("method=%d", method), func(t *testing.T) {
 			t.Parallel()
 			spool := t.TempDir()
-			d := startDaemon(t, Config{
-				"check_result_path": spool,
-				"password":          shortPassword,
-				"decryption_method": strconv.Itoa(method),
-			})
+			d, cl := startKeyed(t, method, shortPassword, Config{"check_result_path": spool})
 			lo := now()
-			Client{Password: shortPassword, Method: method}.send(t, d.Port, spoolInput(), len(spoolCases))
+			cl.send(t, d.Port, spoolInput(), len(spoolCases))
 			readSpool(t, spool, len(spoolCases))
 			hi := now()
 			d.Stop()
-			files := listSpool(t, spool) // after the drain: no stray or extra files
-			if len(files) != len(spoolCases) {
-				t.Fatalf("%d result files in the spool, want %d", len(files), len(spoolCases))
-			}
-			for i, c := range spoolCases {
-				checkSpoolFile(t, files[i], c.host, c.svc, c.rc, c.output, lo, hi)
-			}
+			checkSpoolCases(t, listSpool(t, spool), lo, hi) // after the drain: no stray or extra files
 		})
 	}
 }
@@ -285,28 +260,14 @@ func TestSinkCheckResultPath(t *testing.T) {
 // appears, later results go to the FIFO again.
 func TestSinkFIFOWithoutReaderFallsBackToSpool(t *testing.T) {
 	dir := t.TempDir()
-	spool := filepath.Join(dir, "spool")
-	if err := os.Mkdir(spool, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	spool := makeSpoolDir(t, dir)
 	fifo := makeFIFO(t, dir)
-	d := startDaemon(t, Config{
-		"command_file":      fifo,
-		"check_result_path": spool,
-		"password":          shortPassword,
-		"decryption_method": "3",
-	})
-	cl := Client{Password: shortPassword, Method: 3}
+	d, cl := startKeyed(t, 3, shortPassword, Config{"command_file": fifo, "check_result_path": spool})
 	lo := now()
 	cl.send(t, d.Port, spoolInput(), len(spoolCases))
 	files := readSpool(t, spool, len(spoolCases))
 	hi := now()
-	if len(files) != len(spoolCases) {
-		t.Fatalf("%d result files in the spool, want %d", len(files), len(spoolCases))
-	}
-	for i, c := range spoolCases {
-		checkSpoolFile(t, files[i], c.host, c.svc, c.rc, c.output, lo, hi)
-	}
+	checkSpoolCases(t, files, lo, hi)
 
 	// The core comes back: after the daemon's retry interval the FIFO is
 	// used again and the spool gets nothing more.
@@ -332,23 +293,9 @@ func TestSinkAlternateDumpFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	dump := filepath.Join(dir, "nsca.dump")
-	d := startDaemon(t, Config{
-		"command_file":        cmd,
-		"alternate_dump_file": dump,
-		"password":            shortPassword,
-		"decryption_method":   "14",
-	})
-	cl := Client{Password: shortPassword, Method: 14}
-	input, want, n := sinkChecks()
-	lo := now()
-	cl.send(t, d.Port, input, n)
-	waitFileLines(t, dump, n)
-	cl.send(t, d.Port, "again\tsvc\t0\tsecond connection\x17", 1)
-	want = append(want, serviceLine("again", "svc", 0, "second connection"))
-	waitFileLines(t, dump, len(want))
-	hi := now()
-	d.Stop()
-	assertLines(t, stripTimes(t, completeLines(readFile(t, dump)), lo, hi), want)
+	d, cl := startKeyed(t, 14, shortPassword, Config{"command_file": cmd, "alternate_dump_file": dump})
+	want, lo, hi := sendSinkChecks(t, d, cl, func(k int) { waitFileLines(t, dump, k) })
+	assertLines(t, commandsIn(t, dump, lo, hi), want)
 	if _, err := os.Lstat(cmd); !os.IsNotExist(err) {
 		t.Errorf("the missing command file %s was created (lstat: %v)", cmd, err)
 	}

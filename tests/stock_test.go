@@ -32,35 +32,10 @@ func requireStock(t *testing.T) {
 func startStock(t *testing.T, cfg Config) int {
 	t.Helper()
 	dir := t.TempDir()
-	c := Config{"server_address": "127.0.0.1", "pid_file": filepath.Join(dir, "nsca.pid")}
-	for k, v := range cfg {
-		c[k] = v
-	}
-	port := freePort(t)
-	c["server_port"] = strconv.Itoa(port)
-	cfgPath := filepath.Join(dir, "stock.cfg")
-	if err := os.WriteFile(cfgPath, []byte(c.text()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.Create(filepath.Join(dir, "stock.out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(stockNscaPath, "-c", cfgPath, "-f", "--single")
-	cmd.Dir = dir
-	cmd.Stdout = out
-	cmd.Stderr = out
-	p, err := startProc("stock nsca", cmd)
-	if err != nil {
-		t.Fatalf("starting %s: %v", stockNscaPath, err)
-	}
-	t.Cleanup(func() { p.terminate(5 * time.Second) })
-	if err := waitPort(p, port, startTimeout); err != nil {
-		b, _ := os.ReadFile(out.Name())
-		t.Fatalf("%v\nconfig:\n%s\noutput:\n%s", err, c.text(), b)
-	}
-	return port
+	d := launchDaemon(t, merge(Config{"pid_file": filepath.Join(dir, "nsca.pid")}, cfg),
+		daemonOpts{dir: dir, bin: stockNscaPath, args: []string{"--single"}})
+	t.Cleanup(func() { d.p.terminate(5 * time.Second) })
+	return d.Port
 }
 
 // stockInputs are sent to both daemons, one connection each.
@@ -108,18 +83,10 @@ func TestStockComparison(t *testing.T) {
 			base := Config{"append_to_file": "1", "password": shortPassword, "decryption_method": strconv.Itoa(method)}
 
 			stockCmd := commandFile(t, t.TempDir())
-			stockCfg := Config{"command_file": stockCmd}
-			for k, v := range base {
-				stockCfg[k] = v
-			}
-			stockPort := startStock(t, stockCfg)
+			stockPort := startStock(t, merge(Config{"command_file": stockCmd}, base))
 
 			oursCmd := commandFile(t, t.TempDir())
-			oursCfg := Config{"command_file": oursCmd}
-			for k, v := range base {
-				oursCfg[k] = v
-			}
-			d := startDaemon(t, oursCfg)
+			d := startDaemon(t, merge(Config{"command_file": oursCmd}, base))
 
 			lo := now()
 			n := sendStockInputs(t, stockPort, shortPassword, method, func(k int) { waitFileLines(t, stockCmd, k) })
@@ -128,7 +95,7 @@ func TestStockComparison(t *testing.T) {
 			waitFileLines(t, oursCmd, n)
 			hi := now()
 			d.Stop()
-			ours := stripTimes(t, completeLines(readFile(t, oursCmd)), lo, hi)
+			ours := commandsIn(t, oursCmd, lo, hi)
 			stock := stripTimes(t, stockLines, lo, hi)
 			assertLines(t, ours, stock)
 		})
@@ -153,17 +120,9 @@ func TestStockComparisonSpool(t *testing.T) {
 	requireStock(t)
 	base := Config{"password": shortPassword, "decryption_method": "1"}
 	stockSpool := t.TempDir()
-	stockCfg := Config{"check_result_path": stockSpool, "command_file": filepath.Join(t.TempDir(), "unused.cmd")}
-	for k, v := range base {
-		stockCfg[k] = v
-	}
-	stockPort := startStock(t, stockCfg)
+	stockPort := startStock(t, merge(Config{"check_result_path": stockSpool, "command_file": filepath.Join(t.TempDir(), "unused.cmd")}, base))
 	oursSpool := t.TempDir()
-	oursCfg := Config{"check_result_path": oursSpool}
-	for k, v := range base {
-		oursCfg[k] = v
-	}
-	d := startDaemon(t, oursCfg)
+	d := startDaemon(t, merge(Config{"check_result_path": oursSpool}, base))
 
 	lo := now()
 	n := sendStockInputs(t, stockPort, shortPassword, 1, func(k int) { readSpool(t, stockSpool, k) })
@@ -199,18 +158,12 @@ func TestStockComparisonSpool(t *testing.T) {
 	}
 }
 
-// rawCase is one packet of TestStockComparisonRaw.
-type rawCase struct {
-	rc                int16
-	host, svc, output string
-}
-
 // TestStockComparisonRaw sends packets send_nsca cannot produce (empty and
 // unterminated fields, control and non-ASCII bytes) to both daemons and
 // requires identical command files.
 func TestStockComparisonRaw(t *testing.T) {
 	requireStock(t)
-	cases := []rawCase{
+	cases := []rawCheck{
 		{0, "", "svc", "empty host"},
 		{0, "emptyout", "", ""},
 		{1, "emptysvcout", "svc", ""},
@@ -223,29 +176,20 @@ func TestStockComparisonRaw(t *testing.T) {
 		{2, "tab\thost", "tab\tsvc", "x"},
 	}
 	send := func(port int) {
-		r := dialRaw(t, port)
-		var b []byte
-		for _, c := range cases {
-			b = append(b, r.packet(packetSize, r.ts, c.rc, c.host, c.svc, c.output, 1, shortPassword)...)
-		}
-		r.write(t, b, 0)
+		r := dialRaw(t, port, "")
+		r.write(t, r.packets(shortPassword, cases), 0)
 		r.c.Close()
 	}
 	sendLegacy := func(port int) {
-		r := dialRaw(t, port)
+		r := dialRaw(t, port, "")
 		r.write(t, r.packet(legacyPacketSize, r.ts, 1, "legacy", "svc", strings.Repeat("L", 512), 1, shortPassword), 0)
 		r.c.Close()
 	}
 	base := Config{"append_to_file": "1", "password": shortPassword, "decryption_method": "1"}
 	stockCmd := commandFile(t, t.TempDir())
-	stockCfg := Config{"command_file": stockCmd}
 	oursCmd := commandFile(t, t.TempDir())
-	oursCfg := Config{"command_file": oursCmd}
-	for k, v := range base {
-		stockCfg[k], oursCfg[k] = v, v
-	}
-	stockPort := startStock(t, stockCfg)
-	d := startDaemon(t, oursCfg)
+	stockPort := startStock(t, merge(Config{"command_file": stockCmd}, base))
+	d := startDaemon(t, merge(Config{"command_file": oursCmd}, base))
 	lo := now()
 	send(stockPort)
 	send(d.Port)
@@ -257,7 +201,7 @@ func TestStockComparisonRaw(t *testing.T) {
 	waitFileLines(t, oursCmd, len(cases)+1)
 	hi := now()
 	d.Stop()
-	ours := stripTimes(t, completeLines(readFile(t, oursCmd)), lo, hi)
+	ours := commandsIn(t, oursCmd, lo, hi)
 	stock := stripTimes(t, stockLines, lo, hi)
 	assertLines(t, ours, stock)
 }
@@ -283,7 +227,7 @@ func TestStrictModeSpoofing(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	hi := now()
 	d.Stop()
-	ours := stripTimes(t, completeLines(readFile(t, cmd)), lo, hi)
+	ours := commandsIn(t, cmd, lo, hi)
 	assertLines(t, ours, want)
 
 	if _, err := os.Stat(stockNscaPath); err != nil {
@@ -296,5 +240,5 @@ func TestStrictModeSpoofing(t *testing.T) {
 	Client{Password: shortPassword, Method: 1}.send(t, port, input, 4)
 	waitFileLines(t, stockCmd, len(want))
 	time.Sleep(200 * time.Millisecond)
-	assertLines(t, ours, stripTimes(t, completeLines(readFile(t, stockCmd)), lo, now()))
+	assertLines(t, ours, commandsIn(t, stockCmd, lo, now()))
 }

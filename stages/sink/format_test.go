@@ -143,50 +143,47 @@ func withLocal(t *testing.T, loc *time.Location) {
 func TestAppendSpoolService(t *testing.T) {
 	withLocal(t, time.FixedZone("T2", 2*3600))
 	// 2025-11-03 07:04:05 UTC is Mon Nov  3 09:04:05 at UTC+2.
-	got := string(AppendSpool(nil, item(1762153445, "web01", "HTTP", 1, "WARNING - slow\nsecond \\ line")))
+	checkSpool1762153445(t, AppendSpool(nil, item(1762153445, "web01", "HTTP", 1, "WARNING - slow\nsecond \\ line")),
+		"Mon Nov  3 09:04:05 2025",
+		"### Service Check Result ###\n"+
+			"host_name=web01\n"+
+			"service_description=HTTP\n",
+		"return_code=1\n"+
+			"output=WARNING - slow\\nsecond \\\\ line\n")
+}
+
+// checkSpool1762153445 checks that got is the spool file of a result
+// received at 1762153445, with ctime the local time it shows, check the
+// lines that name the check and result its return code and output lines.
+func checkSpool1762153445(t *testing.T, got []byte, ctime, check, result string) {
+	t.Helper()
 	want := "### NSCA Passive Check Result ###\n" +
-		"# Time: Mon Nov  3 09:04:05 2025\n" +
+		"# Time: " + ctime + "\n" +
 		"file_time=1762153445\n" +
 		"\n" +
-		"### Service Check Result ###\n" +
-		"host_name=web01\n" +
-		"service_description=HTTP\n" +
+		check +
 		"check_type=1\n" +
 		"scheduled_check=0\n" +
 		"reschedule_check=0\n" +
 		"latency=0\n" +
 		"start_time=1762153445.0\n" +
 		"finish_time=1762153445.0\n" +
-		"return_code=1\n" +
-		"output=WARNING - slow\\nsecond \\\\ line\n" +
+		result +
 		"\n"
-	if got != want {
+	if string(got) != want {
 		t.Errorf("got:\n%s\nwant:\n%s\n(got %q)", got, want, got)
 	}
 }
 
 func TestAppendSpoolHost(t *testing.T) {
 	withLocal(t, time.UTC)
-	got := string(AppendSpool([]byte{}, item(1762153445, "gw", "", -1, "")))
-	want := "### NSCA Passive Check Result ###\n" +
-		"# Time: Mon Nov  3 07:04:05 2025\n" +
-		"file_time=1762153445\n" +
-		"\n" +
-		"### Host Check Result ###\n" +
-		"host_name=gw\n" +
-		"check_type=1\n" +
-		"scheduled_check=0\n" +
-		"reschedule_check=0\n" +
-		"latency=0\n" +
-		"start_time=1762153445.0\n" +
-		"finish_time=1762153445.0\n" +
-		"return_code=-1\n" +
-		"output=\n" +
-		"\n"
-	if got != want {
-		t.Errorf("got:\n%s\nwant:\n%s\n(got %q)", got, want, got)
-	}
-	if strings.Contains(got, "service_description") {
+	got := AppendSpool([]byte{}, item(1762153445, "gw", "", -1, ""))
+	checkSpool1762153445(t, got, "Mon Nov  3 07:04:05 2025",
+		"### Host Check Result ###\n"+
+			"host_name=gw\n",
+		"return_code=-1\n"+
+			"output=\n")
+	if strings.Contains(string(got), "service_description") {
 		t.Error("host check has a service_description line")
 	}
 }

@@ -118,6 +118,43 @@ func TestCommandFileFIFOInOrder(t *testing.T) {
 	}
 }
 
+// mustWrite writes its to s, failing the test unless all were written.
+func mustWrite(t *testing.T, s Sink, its []Item) {
+	t.Helper()
+	if n, err := s.Write(its); n != len(its) || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+}
+
+func mustClose(t *testing.T, s Sink) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeAfterBackoff writes its to c, trying again every 20 ms for up to 2 s
+// while c is backing off.
+func writeAfterBackoff(c *CommandFile, its []Item) (n int, err error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n, err = c.Write(its)
+		if !errors.Is(err, ErrBackoff) || time.Now().After(deadline) {
+			return n, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func firstDiffBytes(a, b []byte) int {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
@@ -216,15 +253,8 @@ func TestCommandFileNoReader(t *testing.T) {
 	// Once the core is back and the back-off has passed, results flow again.
 	rfd := openReader(t, path)
 	defer unix.Close(rfd)
-	deadline := time.Now().Add(2 * time.Second)
 	its := items(2, 10)
-	for {
-		n, err = c.Write(its)
-		if err == nil || !errors.Is(err, ErrBackoff) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	n, err = writeAfterBackoff(c, its)
 	if n != 2 || err != nil {
 		t.Fatalf("after back-off = %d, %v", n, err)
 	}
@@ -258,22 +288,13 @@ func TestCommandFileRegularAppend(t *testing.T) {
 			}
 			c := NewCommandFile(path, true, aggregate)
 			a, b := items(5, 30), items(300, 60)
-			if n, err := c.Write(a); n != len(a) || err != nil {
-				t.Fatalf("Write = %d, %v", n, err)
-			}
+			mustWrite(t, c, a)
 			if c.Name() != "file" {
 				t.Errorf("Name() = %q, want file", c.Name())
 			}
-			if n, err := c.Write(b); n != len(b) || err != nil {
-				t.Fatalf("Write = %d, %v", n, err)
-			}
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mustWrite(t, c, b)
+			mustClose(t, c)
+			got := mustRead(t, path)
 			want := append([]byte("existing line\n"), commandLines(append(a, b...))...)
 			if !bytes.Equal(got, want) {
 				t.Errorf("file: got %d bytes, want %d; first difference at %d", len(got), len(want), firstDiffBytes(got, want))
@@ -282,16 +303,23 @@ func TestCommandFileRegularAppend(t *testing.T) {
 	}
 }
 
+// stalledFIFO is a CommandFile writing to a FIFO whose reader reads
+// nothing until the test drains rfd; a Write gives up after 100 ms of a
+// full pipe. Cleanup closes both.
+func stalledFIFO(t *testing.T) (c *CommandFile, rfd int) {
+	path := mkfifo(t)
+	rfd = openReader(t, path)
+	t.Cleanup(func() { unix.Close(rfd) })
+	c = NewCommandFile(path, false, false)
+	c.FullWait = 100 * time.Millisecond
+	t.Cleanup(func() { c.Close() })
+	return c, rfd
+}
+
 // A FIFO whose reader does not read: the pipe fills, Write waits FullWait
 // and gives up, reporting how many results went in whole.
 func TestCommandFileFull(t *testing.T) {
-	path := mkfifo(t)
-	rfd := openReader(t, path)
-	defer unix.Close(rfd)
-
-	c := NewCommandFile(path, false, false)
-	c.FullWait = 100 * time.Millisecond
-	defer c.Close()
+	c, rfd := stalledFIFO(t)
 	its := items(400, 1000) // about 400 KB, far over a 64 KiB pipe
 	start := time.Now()
 	n, err := c.Write(its)
@@ -322,13 +350,7 @@ func TestCommandFileFull(t *testing.T) {
 // then read it glued to the next line written, and the emitter also passes
 // the "unwritten" result on to the next sink.
 func TestCommandFileFullLongLinesNoPartialLine(t *testing.T) {
-	path := mkfifo(t)
-	rfd := openReader(t, path)
-	defer unix.Close(rfd)
-
-	c := NewCommandFile(path, false, false)
-	c.FullWait = 100 * time.Millisecond
-	defer c.Close()
+	c, rfd := stalledFIFO(t)
 	its := items(40, 4095) // each line about 4150 bytes
 	if l := len(AppendCommand(nil, its[0])); l <= 4096 {
 		t.Fatalf("line is only %d bytes", l)
@@ -359,9 +381,7 @@ func TestCommandFileAggregateReaderGone(t *testing.T) {
 	c := NewCommandFile(path, false, true)
 	defer c.Close()
 	a := items(3, 10)
-	if n, err := c.Write(a); n != 3 || err != nil {
-		t.Fatalf("Write = %d, %v", n, err)
-	}
+	mustWrite(t, c, a)
 	if got := drain(t, rfd); !bytes.Equal(got, commandLines(a)) {
 		t.Errorf("got %q", got)
 	}
@@ -374,14 +394,7 @@ func TestCommandFileAggregateReaderGone(t *testing.T) {
 	rfd = openReader(t, path)
 	defer unix.Close(rfd)
 	b := items(2, 10)
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		n, err = c.Write(b)
-		if !errors.Is(err, ErrBackoff) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	n, err = writeAfterBackoff(c, b)
 	if n != 2 || err != nil {
 		t.Fatalf("Write after the reader came back = %d, %v", n, err)
 	}
@@ -412,13 +425,8 @@ func TestSpoolWrite(t *testing.T) {
 	}
 	its := items(5, 40)
 	its[1].Result.Output = "multi\nline \\ output"
-	n, err := s.Write(its)
-	if n != len(its) || err != nil {
-		t.Fatalf("Write = %d, %v", n, err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, s, its)
+	mustClose(t, s)
 
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -464,10 +472,7 @@ func TestSpoolWrite(t *testing.T) {
 				t.Errorf("%s.ok: mode %04o is readable by others", name, perm)
 			}
 		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := mustRead(t, p)
 		host := ""
 		for _, l := range strings.Split(string(data), "\n") {
 			if h, found := strings.CutPrefix(l, "host_name="); found {
@@ -502,22 +507,16 @@ func TestSpoolModeIgnoresUmask(t *testing.T) {
 	defer unix.Umask(old)
 	dir := t.TempDir()
 	s := newSpool(dir, 0o640)
-	if n, err := s.Write(items(1, 10)); n != 1 || err != nil {
-		t.Fatalf("Write = %d, %v", n, err)
-	}
-	entries, _ := os.ReadDir(dir)
-	found := false
-	for _, e := range entries {
-		if spoolName.MatchString(e.Name()) {
-			found = true
-			fi, _ := os.Stat(filepath.Join(dir, e.Name()))
-			if perm := fi.Mode().Perm(); perm != 0o640 {
-				t.Errorf("mode %04o, want 0640", perm)
-			}
+	mustWrite(t, s, items(1, 10))
+	names := resultFiles(t, dir)
+	for _, name := range names {
+		fi, _ := os.Stat(filepath.Join(dir, name))
+		if perm := fi.Mode().Perm(); perm != 0o640 {
+			t.Errorf("mode %04o, want 0640", perm)
 		}
 	}
-	if !found {
-		t.Fatalf("no result file in %v", entries)
+	if len(names) == 0 {
+		t.Fatalf("no result file in %s", dir)
 	}
 }
 
@@ -553,25 +552,14 @@ func TestDump(t *testing.T) {
 		t.Errorf("Name() = %q", d.Name())
 	}
 	a, b := items(3, 10), items(2, 20)
-	if n, err := d.Write(a); n != 3 || err != nil {
-		t.Fatalf("Write = %d, %v", n, err)
-	}
-	if n, err := d.Write(b); n != 2 || err != nil {
-		t.Fatalf("Write = %d, %v", n, err)
-	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, d, a)
+	mustWrite(t, d, b)
+	mustClose(t, d)
 	// Reopened after Close: appends, never truncates.
 	d2 := NewDump(path)
-	if n, err := d2.Write(a[:1]); n != 1 || err != nil {
-		t.Fatalf("Write = %d, %v", n, err)
-	}
+	mustWrite(t, d2, a[:1])
 	d2.Close()
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustRead(t, path)
 	want := commandLines(append(append(append([]Item{}, a...), b...), a[0]))
 	if !bytes.Equal(got, want) {
 		t.Errorf("dump:\n%q\nwant\n%q", got, want)

@@ -4,15 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
 	"nsca_fast/stages/packet"
 )
 
-var resultFile = regexp.MustCompile(`^c[A-Za-z0-9]{6}$`)
-
+// resultFiles returns the names of the result files in dir.
 func resultFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -21,7 +19,7 @@ func resultFiles(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if resultFile.MatchString(e.Name()) {
+		if spoolName.MatchString(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}
