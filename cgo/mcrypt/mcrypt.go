@@ -87,23 +87,18 @@ static int nsca_init(MCRYPT td, int initialised,
 	return rc;
 }
 
-// libmcrypt takes an int length; Go slices may be longer, so chunk rather
-// than silently truncate. The CFB state carries across chunks.
-static void nsca_decrypt(MCRYPT td, void *buf, size_t len) {
+// nsca_crypt runs libmcrypt over buf, decrypting or encrypting. libmcrypt
+// takes an int length; Go slices may be longer, so it goes in chunks rather
+// than silently truncating. The CFB state carries across chunks.
+static void nsca_crypt(MCRYPT td, void *buf, size_t len, int decrypt) {
 	unsigned char *p = buf;
 	while (len > 0) {
 		int n = len > INT_MAX ? INT_MAX : (int)len;
-		mdecrypt_generic(td, p, n);
-		p += n;
-		len -= n;
-	}
-}
-
-static void nsca_encrypt(MCRYPT td, void *buf, size_t len) {
-	unsigned char *p = buf;
-	while (len > 0) {
-		int n = len > INT_MAX ? INT_MAX : (int)len;
-		mcrypt_generic(td, p, n);
+		if (decrypt) {
+			mdecrypt_generic(td, p, n);
+		} else {
+			mcrypt_generic(td, p, n);
+		}
 		p += n;
 		len -= n;
 	}
@@ -119,7 +114,7 @@ static int nsca_decrypt_from(MCRYPT td, const void *reg, int reglen,
 	if (rc != 0) {
 		return rc;
 	}
-	nsca_decrypt(td, buf, len);
+	nsca_crypt(td, buf, len, 1);
 	return 0;
 }
 */
@@ -236,7 +231,7 @@ func (m *Module) Decrypt(buf []byte) {
 	if len(buf) == 0 {
 		return
 	}
-	C.nsca_decrypt(m.td, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)))
+	C.nsca_crypt(m.td, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), 1)
 	runtime.KeepAlive(buf)
 }
 
@@ -271,7 +266,7 @@ func (m *Module) Encrypt(buf []byte) {
 	if len(buf) == 0 {
 		return
 	}
-	C.nsca_encrypt(m.td, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)))
+	C.nsca_crypt(m.td, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), 0)
 	runtime.KeepAlive(buf)
 }
 
