@@ -85,13 +85,12 @@ type AcceptConfig struct {
 // Acceptor is the accept stage: it takes connections off the listening
 // sockets, sends each its init packet and hands it to the read stage.
 type Acceptor struct {
-	cfg       AcceptConfig
-	listeners []int
-	stats     *Stats
-	log       *rateLog
-	nextID    atomic.Uint64
-	stopOnce  sync.Once
-	stopping  atomic.Bool
+	cfg      AcceptConfig
+	stats    *Stats
+	log      *rateLog
+	nextID   atomic.Uint64
+	stopOnce sync.Once
+	stopping atomic.Bool
 	// files are duplicates of the listening sockets registered with Go's
 	// network poller: accept waits there at no cost of its own, and Stop
 	// wakes it with a deadline. Closing a duplicate leaves the caller's
@@ -101,7 +100,7 @@ type Acceptor struct {
 
 // NewAcceptor returns an accept stage over already listening sockets.
 func NewAcceptor(listeners []int, cfg AcceptConfig, stats *Stats, log *rateLog) (*Acceptor, error) {
-	a := &Acceptor{cfg: cfg, listeners: listeners, stats: stats, log: log}
+	a := &Acceptor{cfg: cfg, stats: stats, log: log}
 	for _, fd := range listeners {
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 		if err == nil {

@@ -111,8 +111,8 @@ func (e *Emitter) flush() {
 				e.log.Warningf("sink:"+s.Name(), "writing held results to %s: %v", s.Name(), err)
 			}
 		}
-		e.countHeld()
 	}
+	e.countHeld()
 }
 
 // finish waits a bounded time for held results to be written, then passes

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"time"
 
@@ -73,20 +74,16 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cf
 	if n < 1 {
 		n = 1
 	}
-	readers := make([]*reader, n)
-	for i := range readers {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	readers := make([]*reader, 0, n)
+	for range n {
+		r, err := newReader(cfg, stats, log)
 		if err != nil {
+			for _, r := range readers {
+				r.close()
+			}
 			return err
 		}
-		wakefd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			return err
-		}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wakefd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wakefd)}); err != nil {
-			return err
-		}
-		readers[i] = &reader{cfg: cfg, stats: stats, log: log, epfd: epfd, wakefd: wakefd, conns: map[int32]*Conn{}}
+		readers = append(readers, r)
 	}
 	var wg sync.WaitGroup
 	for _, r := range readers {
@@ -96,15 +93,43 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cf
 	go func() {
 		wg.Wait()
 		for _, r := range readers {
-			r.mu.Lock()
-			r.exited = true
-			unix.Close(r.epfd)
-			unix.Close(r.wakefd)
-			r.mu.Unlock()
+			r.close()
 		}
 		close(out)
 	}()
 	return nil
+}
+
+// newReader makes a reader's epoll instance and its wake-up eventfd.
+func newReader(cfg ReadConfig, stats *Stats, log *rateLog) (*reader, error) {
+	r := &reader{cfg: cfg, stats: stats, log: log, epfd: -1, wakefd: -1, conns: map[int32]*Conn{}}
+	var err error
+	if r.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
+		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
+			err = unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, r.wakefd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.wakefd)})
+		}
+	}
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("stages: read: %w", err)
+	}
+	return r, nil
+}
+
+// close releases the reader's descriptors once its loop has ended (or
+// never started); under r.mu, so no wake-up can write to a closed eventfd.
+func (r *reader) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exited {
+		return
+	}
+	r.exited = true
+	for _, fd := range []int{r.epfd, r.wakefd} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // adopt registers new connections with this reader's epoll instance. The

@@ -34,7 +34,6 @@ type Server struct {
 
 	ctx   context.Context
 	abort context.CancelFunc
-	wg    sync.WaitGroup
 
 	queuesMu sync.Mutex
 	queues   map[string]func() int // depth of each queue, while running
