@@ -93,6 +93,31 @@ type Config struct {
 	SpoolFileMode     uint32 // spool_file_mode, permission bits
 	MetricsAddress    string // metrics_address; "" = no metrics endpoint
 
+	// Scaling out.
+
+	ProxyProtocol        bool   // proxy_protocol
+	ProxyProtocolTrusted string // proxy_protocol_trusted, see TrustedProxies
+	Icinga2URL           string // icinga2_api_url; "" = no Icinga 2 sink
+	Icinga2User          string // icinga2_api_user
+	Icinga2Password      string // icinga2_api_password
+	Icinga2ClientCert    string // icinga2_client_cert
+	Icinga2ClientKey     string // icinga2_client_key
+	Icinga2CAFile        string // icinga2_ca_file
+	Icinga2VerifyTLS     bool   // icinga2_verify_tls
+	Icinga2MaxInFlight   int    // icinga2_max_in_flight
+	Icinga2Timeout       int    // icinga2_timeout, seconds
+	Icinga2Retries       int    // icinga2_retries
+	Icinga2QueueSize     int    // icinga2_queue_size
+	Icinga2Fallback      string // icinga2_fallback, see Fallback
+	GearmanServers       string // gearman_server, see GearmanServerList
+	GearmanQueue         string // gearman_result_queue
+	GearmanEncryption    bool   // gearman_encryption
+	GearmanKey           string // gearman_key
+	GearmanKeyFile       string // gearman_keyfile
+	GearmanTimeout       int    // gearman_timeout, seconds
+	GearmanQueueSize     int    // gearman_queue_size
+	GearmanFallback      string // gearman_fallback, see Fallback
+
 	// Lines maps an option name to the line that last set it, so that
 	// Validate and the daemon can point at the line to fix.
 	Lines map[string]int
@@ -207,8 +232,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("conf: %s: %s: %w", c.where(o.name), o.describe(o.kind.text(c), err), ErrBadValue)
 		}
 	}
-	if c.CommandFile == "" && c.CheckResultPath == "" {
-		return fmt.Errorf("conf: %s: no sink: set command_file or check_result_path: %w", c.where(""), ErrConflict)
+	if c.CommandFile == "" && c.CheckResultPath == "" && !c.RemoteSinks() {
+		return fmt.Errorf("conf: %s: no sink: set command_file, check_result_path, icinga2_api_url or "+
+			"gearman_server: %w", c.where(""), ErrConflict)
+	}
+	if err := c.validateRemote(); err != nil {
+		return err
 	}
 	if c.CheckResultPathMaxFiles > 0 && c.CheckResultPath == "" {
 		return fmt.Errorf("conf: %s: check_result_path_max_files=%d caps a spool that is not configured: "+
@@ -335,4 +364,82 @@ func show(s string) string {
 		return strconv.Quote(s)
 	}
 	return s
+}
+
+// RemoteSinks says whether results also leave the machine: to Icinga 2's API
+// or to Gearman. check_result_path and alternate_dump_file then serve as
+// their fallbacks rather than as sinks of their own (see LocalSinks).
+func (c *Config) RemoteSinks() bool { return c.Icinga2URL != "" || c.GearmanServers != "" }
+
+// LocalSinks says whether results are written to the local core's command
+// file or spool: always when no remote sink is set, otherwise only when
+// command_file is set (then with check_result_path and alternate_dump_file
+// as its fallbacks, as without remote sinks).
+func (c *Config) LocalSinks() bool { return !c.RemoteSinks() || c.CommandFile != "" }
+
+// TrustedProxies returns proxy_protocol_trusted as prefixes.
+func (c *Config) TrustedProxies() ([]netip.Prefix, error) {
+	p, err := parseHosts(c.ProxyProtocolTrusted)
+	if err != nil {
+		return nil, fmt.Errorf("conf: %s: proxy_protocol_trusted %v: %w", c.where("proxy_protocol_trusted"), err, ErrBadValue)
+	}
+	return p, nil
+}
+
+// GearmanServerList returns gearman_server as host:port entries.
+func (c *Config) GearmanServerList() []string {
+	list, _ := splitServers(c.GearmanServers) // checked by Validate
+	return list
+}
+
+// Fallback resolves the *_fallback option value v: spool, dump or none,
+// with "" meaning the spool if check_result_path is set, else the dump file
+// if alternate_dump_file is set, else none.
+func (c *Config) Fallback(v string) string {
+	switch {
+	case v != "":
+		return v
+	case c.CheckResultPath != "":
+		return FallbackSpool
+	case c.AlternateDumpFile != "":
+		return FallbackDump
+	}
+	return FallbackNone
+}
+
+// validateRemote checks the options of the load balancer and remote sinks
+// that only make sense together.
+func (c *Config) validateRemote() error {
+	conflict := func(name, format string, args ...any) error {
+		return fmt.Errorf("conf: %s: %s: %w", c.where(name), fmt.Sprintf(format, args...), ErrConflict)
+	}
+	if c.ProxyProtocol && c.ProxyProtocolTrusted == "" {
+		return conflict("proxy_protocol", "proxy_protocol=1 needs proxy_protocol_trusted: the addresses of "+
+			"the load balancers allowed to send a PROXY header")
+	}
+	if c.Icinga2URL != "" {
+		if c.Icinga2User == "" && c.Icinga2ClientCert == "" {
+			return conflict("icinga2_api_url", "icinga2_api_url needs icinga2_api_user and icinga2_api_password, "+
+				"or icinga2_client_cert and icinga2_client_key")
+		}
+		if (c.Icinga2ClientCert == "") != (c.Icinga2ClientKey == "") {
+			return conflict("icinga2_client_cert", "icinga2_client_cert and icinga2_client_key go together")
+		}
+	}
+	if c.GearmanServers != "" && c.GearmanEncryption && c.GearmanKey == "" && c.GearmanKeyFile == "" {
+		return conflict("gearman_encryption", "gearman_encryption=1 needs gearman_key or gearman_keyfile")
+	}
+	for _, f := range []struct{ name, value string }{{"icinga2_fallback", c.Icinga2Fallback}, {"gearman_fallback", c.GearmanFallback}} {
+		switch c.Fallback(f.value) {
+		case FallbackSpool:
+			if c.CheckResultPath == "" {
+				return conflict(f.name, "%s=spool needs check_result_path", f.name)
+			}
+		case FallbackDump:
+			if c.AlternateDumpFile == "" {
+				return conflict(f.name, "%s=dump needs alternate_dump_file", f.name)
+			}
+		}
+	}
+	return nil
 }

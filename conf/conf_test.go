@@ -37,6 +37,15 @@ func TestDefault(t *testing.T) {
 		ReaderThreads:          1,
 		QueueSize:              128,
 		SpoolFileMode:          0o600,
+		Icinga2VerifyTLS:       true,
+		Icinga2MaxInFlight:     8,
+		Icinga2Timeout:         10,
+		Icinga2Retries:         3,
+		Icinga2QueueSize:       10000,
+		GearmanQueue:           "check_results",
+		GearmanEncryption:      true,
+		GearmanTimeout:         10,
+		GearmanQueueSize:       10000,
 		Lines:                  map[string]int{},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
@@ -86,6 +95,7 @@ func TestOptionValues(t *testing.T) {
 	boolCases := []tc{ok("1", "1"), ok("0", "0"), ok("7", "1"), ok("-1", "0"), ok(" 1\t", "1"),
 		bad("yes", notInt), bad("1x", notInt), bad("true", notInt)}
 	textCases := []tc{ok("/a/b", "/a/b"), ok("x y ", `"x y "`), ok(" lead", `" lead"`), bad("a\x00b", nul)}
+	secretCases := []tc{ok("s3cret ", "********"), bad("a\x00b", "contains a NUL byte")}
 	cases := map[string][]tc{
 		"pid_file": textCases,
 		"server_port": {ok("1", "1"), ok("65535", "65535"), ok(" 5668 ", "5668"), ok("\t80", "80"),
@@ -156,6 +166,39 @@ func TestOptionValues(t *testing.T) {
 			bad("rw", "is not an octal number"), bad("-1", "is not an octal number")},
 		"metrics_address": {ok("127.0.0.1:9667", "127.0.0.1:9667"), ok(":9667", ":9667"), ok("[::1]:9667", "[::1]:9667"),
 			bad("127.0.0.1", "is not host:port"), bad("localhost:http x", "is not host:port"), bad("127.0.0.1:99999", "is not host:port")},
+		"proxy_protocol": boolCases,
+		"proxy_protocol_trusted": {ok("127.0.0.1", "127.0.0.1"), ok("10.0.0.0/8,::1", "10.0.0.0/8,::1"),
+			bad("haproxy.example", "proxy_protocol_trusted=haproxy.example has a bad entry haproxy.example"),
+			bad("10.0.0.0/33", "has a bad entry 10.0.0.0/33")},
+		"icinga2_api_url": {ok("https://127.0.0.1:5665", "https://127.0.0.1:5665"), ok("http://icinga:5665/x", "http://icinga:5665/x"),
+			bad("127.0.0.1:5665", "is not a URL"), bad("icinga:5665", "must start with https://"), bad("https://", "has no host"), bad("ftp://x", "must start with https://")},
+		"icinga2_api_user":     textCases,
+		"icinga2_api_password": secretCases,
+		"icinga2_client_cert":  textCases,
+		"icinga2_client_key":   textCases,
+		"icinga2_ca_file":      textCases,
+		"icinga2_verify_tls":   boolCases,
+		"icinga2_max_in_flight": {ok("1", "1"), ok("1024", "1024"), bad("0", "must be at least 1"),
+			bad("1025", "cannot be greater than 1024")},
+		"icinga2_timeout": {ok("1", "1"), ok("300", "300"), bad("0", "must be at least 1"),
+			bad("301", "cannot be greater than 300 seconds")},
+		"icinga2_retries":    {ok("0", "0"), ok("100", "100"), bad("-1", "cannot be negative"), bad("101", "cannot be greater than 100")},
+		"icinga2_queue_size": {ok("1", "1"), ok("1000000", "1000000"), bad("0", "must be at least 1"), bad("x", notInt)},
+		"icinga2_fallback": {ok("spool", "spool"), ok("dump", "dump"), ok("none", "none"),
+			bad("fifo", "icinga2_fallback=fifo is not a fallback; use spool, dump or none"), bad("Spool", "is not a fallback")},
+		"gearman_server": {ok("127.0.0.1:4730", "127.0.0.1:4730"), ok("a:4730, [::1]:4731", "a:4730, [::1]:4731"),
+			bad("127.0.0.1", "gearman_server=127.0.0.1 has a bad entry 127.0.0.1"), bad("a:0", "bad port"),
+			bad(":4730", "no host"), bad("a:4730,", `has a bad entry ""`)},
+		"gearman_result_queue": {ok("check_results", "check_results"), ok("results_dc1", "results_dc1"),
+			bad("a\x00b", nul)},
+		"gearman_encryption": {ok("1", "1"), ok("0", "0"), ok("yes", "1"), ok("no", "0"), ok("On", "1"), ok("off", "0"),
+			bad("maybe", "write 1 (yes) or 0 (no)")},
+		"gearman_key":     secretCases,
+		"gearman_keyfile": textCases,
+		"gearman_timeout": {ok("1", "1"), ok("300", "300"), bad("0", "must be at least 1"),
+			bad("301", "cannot be greater than 300 seconds")},
+		"gearman_queue_size": {ok("1", "1"), ok("1000000", "1000000"), bad("0", "must be at least 1"), bad("x", notInt)},
+		"gearman_fallback":   {ok("spool", "spool"), ok("dump", "dump"), ok("none", "none"), bad("icinga2", "is not a fallback")},
 	}
 	for _, o := range options {
 		var valid, invalid int
@@ -235,6 +278,28 @@ queue_size=10
 allowed_hosts=10.0.0.0/8
 spool_file_mode=0640
 metrics_address=127.0.0.1:9667
+proxy_protocol=1
+proxy_protocol_trusted=127.0.0.1
+icinga2_api_url=https://icinga:5665
+icinga2_api_user=nsca
+icinga2_api_password=ipw
+icinga2_client_cert=/c.crt
+icinga2_client_key=/c.key
+icinga2_ca_file=/ca.crt
+icinga2_verify_tls=0
+icinga2_max_in_flight=11
+icinga2_timeout=12
+icinga2_retries=13
+icinga2_queue_size=14
+icinga2_fallback=dump
+gearman_server=g1:4730,g2:4730
+gearman_result_queue=results
+gearman_encryption=no
+gearman_key=gk
+gearman_keyfile=/gk
+gearman_timeout=15
+gearman_queue_size=16
+gearman_fallback=spool
 `
 	c, err := Parse("f.cfg", []byte(file))
 	if err != nil {
@@ -247,7 +312,12 @@ metrics_address=127.0.0.1:9667
 		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, ThreadsPerWorker: 4,
 		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: true,
 		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",
-		SpoolFileMode: 0o640, MetricsAddress: "127.0.0.1:9667", Lines: map[string]int{},
+		SpoolFileMode: 0o640, MetricsAddress: "127.0.0.1:9667",
+		ProxyProtocol: true, ProxyProtocolTrusted: "127.0.0.1", Icinga2URL: "https://icinga:5665", Icinga2User: "nsca",
+		Icinga2Password: "ipw", Icinga2ClientCert: "/c.crt", Icinga2ClientKey: "/c.key", Icinga2CAFile: "/ca.crt",
+		Icinga2MaxInFlight: 11, Icinga2Timeout: 12, Icinga2Retries: 13, Icinga2QueueSize: 14, Icinga2Fallback: "dump",
+		GearmanServers: "g1:4730,g2:4730", GearmanQueue: "results", GearmanKey: "gk", GearmanKeyFile: "/gk",
+		GearmanTimeout: 15, GearmanQueueSize: 16, GearmanFallback: "spool", Lines: map[string]int{},
 	}
 	for i, o := range options {
 		want.Lines[o.name] = i + 1
@@ -446,7 +516,7 @@ func TestValidate(t *testing.T) {
 		{name: "both sinks", file: "command_file=/c\ncheck_result_path=/s"},
 		{name: "age enabled", file: "command_file=/c\nmax_packet_age_enabled=1\nmax_packet_age=5"},
 		{name: "no sink", file: "debug=1", sentinel: ErrConflict,
-			msg: "conf: v.cfg: no sink: set command_file or check_result_path: conflicting options"},
+			msg: "conf: v.cfg: no sink: set command_file, check_result_path, icinga2_api_url or gearman_server: conflicting options"},
 		{name: "cap without spool", file: "command_file=/c\n#\ncheck_result_path_max_files=10", sentinel: ErrConflict,
 			msg: "conf: v.cfg:3: check_result_path_max_files=10 caps a spool that is not configured"},
 		{name: "age 0 enabled", file: "command_file=/c\nmax_packet_age=0\nmax_packet_age_enabled=1", sentinel: ErrConflict,
@@ -466,6 +536,22 @@ func TestValidate(t *testing.T) {
 		{name: "hosts set in code", file: "command_file=/c",
 			modify: func(c *Config) { c.AllowedHosts = "1.2.3.4/40" }, sentinel: ErrBadValue,
 			msg: "allowed_hosts=1.2.3.4/40 has a bad entry 1.2.3.4/40"},
+		{name: "icinga2 only", file: "icinga2_api_url=https://i:5665\nicinga2_api_user=u\nicinga2_api_password=p"},
+		{name: "gearman only", file: "gearman_server=g:4730\ngearman_encryption=0"},
+		{name: "gearman keyfile", file: "gearman_server=g:4730\ngearman_keyfile=/k"},
+		{name: "proxy trusted", file: "command_file=/c\nproxy_protocol=1\nproxy_protocol_trusted=10.0.0.1"},
+		{name: "proxy untrusted", file: "command_file=/c\nproxy_protocol=1", sentinel: ErrConflict,
+			msg: "conf: v.cfg:2: proxy_protocol=1 needs proxy_protocol_trusted"},
+		{name: "icinga2 no auth", file: "icinga2_api_url=https://i:5665", sentinel: ErrConflict,
+			msg: "conf: v.cfg:1: icinga2_api_url needs icinga2_api_user and icinga2_api_password, or icinga2_client_cert"},
+		{name: "icinga2 cert no key", file: "icinga2_api_url=https://i:5665\nicinga2_client_cert=/c", sentinel: ErrConflict,
+			msg: "conf: v.cfg:2: icinga2_client_cert and icinga2_client_key go together"},
+		{name: "gearman no key", file: "gearman_server=g:4730", sentinel: ErrConflict,
+			msg: "gearman_encryption=1 needs gearman_key or gearman_keyfile"},
+		{name: "fallback spool unset", file: "gearman_server=g:4730\ngearman_key=k\ngearman_fallback=spool", sentinel: ErrConflict,
+			msg: "conf: v.cfg:3: gearman_fallback=spool needs check_result_path"},
+		{name: "fallback dump unset", file: "icinga2_api_url=https://i:5665\nicinga2_api_user=u\nicinga2_fallback=dump",
+			sentinel: ErrConflict, msg: "conf: v.cfg:3: icinga2_fallback=dump needs alternate_dump_file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -676,6 +762,39 @@ func TestEmbedded(t *testing.T) {
 	for _, name := range []string{"password", "check_result_path"} {
 		if c.Lines[name] != 0 {
 			t.Errorf("default.cfg sets %s", name)
+		}
+	}
+}
+
+func TestRemoteSinkRoles(t *testing.T) {
+	cases := []struct {
+		file            string
+		local, remote   bool
+		icingaFallback  string
+		gearmanFallback string
+	}{
+		{"command_file=/c\ncheck_result_path=/s", true, false, FallbackSpool, FallbackSpool},
+		{"icinga2_api_url=https://i\nicinga2_api_user=u\ncheck_result_path=/s", false, true, FallbackSpool, FallbackSpool},
+		{"icinga2_api_url=https://i\nicinga2_api_user=u\ncommand_file=/c\nalternate_dump_file=/d", true, true, FallbackDump, FallbackDump},
+		{"gearman_server=g:1\ngearman_encryption=0\ngearman_fallback=none\ncheck_result_path=/s", false, true, FallbackSpool, FallbackNone},
+		{"gearman_server=g:1\ngearman_encryption=0", false, true, FallbackNone, FallbackNone},
+	}
+	for _, c := range cases {
+		cfg, err := Parse("r.cfg", []byte(c.file))
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", c.file, err)
+		}
+		if cfg.LocalSinks() != c.local || cfg.RemoteSinks() != c.remote {
+			t.Errorf("%q: local %v remote %v, want %v %v", c.file, cfg.LocalSinks(), cfg.RemoteSinks(), c.local, c.remote)
+		}
+		if got := cfg.Fallback(cfg.Icinga2Fallback); got != c.icingaFallback {
+			t.Errorf("%q: icinga2 fallback %s, want %s", c.file, got, c.icingaFallback)
+		}
+		if got := cfg.Fallback(cfg.GearmanFallback); got != c.gearmanFallback {
+			t.Errorf("%q: gearman fallback %s, want %s", c.file, got, c.gearmanFallback)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -147,6 +148,82 @@ var options = []option{
 		kind: text(func(c *Config) *string { return &c.MetricsAddress }, validHostPort),
 		doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers). " +
 			"Empty: off."},
+
+	// Scaling out: a load balancer in front, distributed engines behind.
+	{name: "proxy_protocol", def: "0", origin: originNew,
+		kind: boolean(func(c *Config) *bool { return &c.ProxyProtocol }),
+		doc: "1: every connection must begin with a PROXY protocol v1 or v2 header (HAProxy's send-proxy " +
+			"or send-proxy-v2), from a peer in proxy_protocol_trusted; the client address it carries is used " +
+			"for logging, allowed_hosts and strict_mode_spoofing. 0: no header is expected."},
+	{name: "proxy_protocol_trusted", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.ProxyProtocolTrusted }, validHosts),
+		doc: "Comma-separated IP addresses and CIDRs of the load balancers allowed to send a PROXY header; " +
+			"any other peer is closed, so a client cannot forge its source. Required with proxy_protocol=1."},
+	{name: "icinga2_api_url", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.Icinga2URL }, validURL),
+		doc: "Base URL of an Icinga 2 API (https://host:5665): every result is also posted to " +
+			"/v1/actions/process-check-result. Empty: off."},
+	{name: "icinga2_api_user", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.Icinga2User }, nil),
+		doc:  "ApiUser name for basic authentication; it needs the permission actions/process-check-result."},
+	{name: "icinga2_api_password", origin: originNew, secret: true,
+		kind: text(func(c *Config) *string { return &c.Icinga2Password }, nil),
+		doc:  "Password of icinga2_api_user."},
+	{name: "icinga2_client_cert", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.Icinga2ClientCert }, nil),
+		doc:  "PEM client certificate to authenticate with instead of a password (an ApiUser with client_cn)."},
+	{name: "icinga2_client_key", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.Icinga2ClientKey }, nil),
+		doc:  "PEM private key of icinga2_client_cert."},
+	{name: "icinga2_ca_file", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.Icinga2CAFile }, nil),
+		doc:  "PEM CA certificate(s) that sign the API's certificate. Empty: the system's CAs."},
+	{name: "icinga2_verify_tls", def: "1", origin: originNew,
+		kind: boolean(func(c *Config) *bool { return &c.Icinga2VerifyTLS }),
+		doc:  "1: verify the API's certificate and name. 0: do not (only for testing)."},
+	{name: "icinga2_max_in_flight", def: "8", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.Icinga2MaxInFlight }, 1, 1024, ""),
+		doc:  "Most requests to the API at once, 1..1024, over keep-alive connections."},
+	{name: "icinga2_timeout", def: "10", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.Icinga2Timeout }, 1, 300, " seconds"),
+		doc:  "Seconds one request may take, 1..300."},
+	{name: "icinga2_retries", def: "3", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.Icinga2Retries }, 0, 100, ""),
+		doc: "Retries, with doubling back-off, of a request that failed with 5xx, 401 or a lost connection, " +
+			"0..100; then the result goes to icinga2_fallback. A 404 (unknown object) is not retried."},
+	{name: "icinga2_queue_size", def: "10000", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.Icinga2QueueSize }, 1, 1000000, ""),
+		doc: "Results waiting for the API, 1..1000000; when the queue is full, further results go to " +
+			"icinga2_fallback at once, so a slow API never stalls the other sinks."},
+	{name: "icinga2_fallback", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.Icinga2Fallback }, validFallback),
+		doc:  fallbackDoc("icinga2")},
+	{name: "gearman_server", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.GearmanServers }, validServers),
+		doc: "Comma-separated host:port list of Gearman job servers (mod_gearman's server=), tried in order: " +
+			"every result is also submitted as a background job for mod_gearman. Empty: off."},
+	{name: "gearman_result_queue", def: "check_results", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.GearmanQueue }, nil),
+		doc:  "Gearman function (queue) the results are submitted to, as mod_gearman's result_queue=."},
+	{name: "gearman_encryption", def: "1", origin: originNew,
+		kind: yesNo(func(c *Config) *bool { return &c.GearmanEncryption }),
+		doc:  "1 (yes): encrypt jobs with AES-256 under gearman_key, as mod_gearman's encryption=yes. 0 (no): base64 only."},
+	{name: "gearman_key", origin: originNew, secret: true,
+		kind: text(func(c *Config) *string { return &c.GearmanKey }, nil),
+		doc:  "mod_gearman's shared key (key=); at most 32 bytes are used."},
+	{name: "gearman_keyfile", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.GearmanKeyFile }, nil),
+		doc:  "File holding the key (mod_gearman's keyfile=); when set, it takes precedence over gearman_key."},
+	{name: "gearman_timeout", def: "10", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.GearmanTimeout }, 1, 300, " seconds"),
+		doc:  "Seconds a connect, submit or reply may take, 1..300."},
+	{name: "gearman_queue_size", def: "10000", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.GearmanQueueSize }, 1, 1000000, ""),
+		doc: "Results waiting for the job servers, 1..1000000; when the queue is full, further results go to " +
+			"gearman_fallback at once."},
+	{name: "gearman_fallback", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.GearmanFallback }, validFallback),
+		doc:  fallbackDoc("gearman")},
 }
 
 // byName finds a row by its exact name, as Parse needs for every line.
@@ -414,4 +491,93 @@ func parseHost(entry string) (netip.Prefix, error) {
 	}
 	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// Values of the *_fallback options.
+const (
+	FallbackSpool = "spool"
+	FallbackDump  = "dump"
+	FallbackNone  = "none"
+)
+
+func fallbackDoc(prefix string) string {
+	return "Where results go that the " + prefix + " sink could not deliver (after its retries, or when its " +
+		"queue is full): spool (check_result_path), dump (alternate_dump_file) or none (counted and logged " +
+		"as dropped). Empty: spool if check_result_path is set, else dump if alternate_dump_file is set, else none."
+}
+
+func validFallback(s string) error {
+	switch s {
+	case "", FallbackSpool, FallbackDump, FallbackNone:
+		return nil
+	}
+	return errors.New("is not a fallback; use spool, dump or none")
+}
+
+// validURL checks an http or https base URL.
+func validURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("is not a URL: %v", err)
+	case u.Scheme != "https" && u.Scheme != "http":
+		return errors.New("must start with https:// (or http://)")
+	case u.Host == "":
+		return errors.New("has no host")
+	}
+	return nil
+}
+
+// validServers checks a comma-separated host:port list.
+func validServers(s string) error {
+	_, err := splitServers(s)
+	return err
+}
+
+func splitServers(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.Trim(entry, " \t\r")
+		host, port, err := net.SplitHostPort(entry)
+		if err == nil && host == "" {
+			err = errors.New("no host")
+		}
+		if err == nil {
+			if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+				err = errors.New("bad port")
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("has a bad entry %s: %v (want host:port)", show(entry), err)
+		}
+		out = append(out, entry)
+	}
+	return out, nil
+}
+
+// yesNo is a flag written as 1/0 or, as mod_gearman writes it, yes/no or
+// on/off.
+func yesNo(ptr func(*Config) *bool) kind {
+	parse := func(s string) (bool, error) {
+		switch strings.ToLower(s) {
+		case "yes", "on", "true":
+			return true, nil
+		case "no", "off", "false":
+			return false, nil
+		}
+		n, err := parseInt(s)
+		if err != nil {
+			return false, fmt.Errorf("%v: write 1 (yes) or 0 (no)", err)
+		}
+		return n > 0, nil
+	}
+	b := boolean(ptr).(field[bool])
+	b.parse = parse
+	return b
 }

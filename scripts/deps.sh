@@ -3,12 +3,13 @@
 # Packages already present are not installed again.
 set -euo pipefail
 need=()
-for pkg in libmcrypt-dev nsca-client nsca cmake make gcc nagios4-core; do
+for pkg in libmcrypt-dev nsca-client nsca cmake make gcc nagios4-core haproxy icinga2 gearman-job-server gearman-tools; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then
   apt-get update -qq
-  # policy-rc.d keeps the stock nsca package from starting its daemon.
+  # policy-rc.d keeps the stock nsca, haproxy, icinga2 and gearmand packages
+  # from starting their daemons: the tests start their own on loopback.
   printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
   trap 'rm -f /usr/sbin/policy-rc.d' EXIT
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
