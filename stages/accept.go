@@ -80,6 +80,11 @@ type AcceptConfig struct {
 	MaxConnections int
 	// Allowed, when not empty, lists the client networks that may connect.
 	Allowed []netip.Prefix
+	// Proxy says every connection begins with a PROXY protocol header, sent
+	// by a peer in TrustedProxies; the read stage takes it, and then applies
+	// Allowed to the client address it carries and greets the client.
+	Proxy          bool
+	TrustedProxies []netip.Prefix
 }
 
 // Acceptor is the accept stage: it takes connections off the listening
@@ -220,7 +225,8 @@ func (a *Acceptor) Adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 }
 
 // admit applies the access rules to a new connection, sends its init packet
-// and passes it on. It returns false only when the pipeline is torn down.
+// (unless a PROXY header must come first) and passes it on. It returns
+// false only when the pipeline is torn down.
 func (a *Acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
 	if reason := a.refuse(peer); reason != "" {
 		a.stats.Refused.Add(1)
@@ -228,16 +234,15 @@ func (a *Acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out c
 		unix.Close(fd)
 		return true
 	}
-	c := &Conn{ID: a.nextID.Add(1), Peer: peer, fd: fd, InitTime: uint32(time.Now().Unix())}
-	rand.Read(c.IV[:])
-	var init [packet.InitSize]byte
-	packet.InitPacket(init[:], c.IV[:], c.InitTime)
-	if n, err := unix.Write(fd, init[:]); n != len(init) {
-		a.log.Warningf(peer.Addr().String(), "closing connection from %s: sending the init packet: wrote %d of %d bytes: %v", peer, n, len(init), err)
-		unix.Close(fd)
-		return true
+	c := &Conn{ID: a.nextID.Add(1), Peer: peer, fd: fd, awaitingHeader: a.cfg.Proxy}
+	if !c.awaitingHeader {
+		if err := c.greet(); err != nil {
+			a.log.Warningf(peer.Addr().String(), "closing connection from %s: %v", peer, err)
+			unix.Close(fd)
+			return true
+		}
+		a.stats.Connections.Add(1)
 	}
-	a.stats.Connections.Add(1)
 	a.stats.Open.Add(1)
 	if !send(ctx, out, c) {
 		unix.Close(fd)
@@ -247,9 +252,25 @@ func (a *Acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out c
 	return true
 }
 
+// greet sends the connection its init packet: a fresh IV and the time.
+func (c *Conn) greet() error {
+	c.InitTime = uint32(time.Now().Unix())
+	rand.Read(c.IV[:])
+	var init [packet.InitSize]byte
+	packet.InitPacket(init[:], c.IV[:], c.InitTime)
+	if n, err := unix.Write(c.fd, init[:]); n != len(init) {
+		return fmt.Errorf("sending the init packet: wrote %d of %d bytes: %v", n, len(init), err)
+	}
+	return nil
+}
+
 // refuse says why a new connection is not served, or "" to serve it.
 func (a *Acceptor) refuse(peer netip.AddrPort) string {
-	if len(a.cfg.Allowed) > 0 && !allowed(a.cfg.Allowed, peer.Addr()) {
+	if a.cfg.Proxy {
+		if !allowed(a.cfg.TrustedProxies, peer.Addr()) {
+			return "not in proxy_protocol_trusted"
+		}
+	} else if len(a.cfg.Allowed) > 0 && !allowed(a.cfg.Allowed, peer.Addr()) {
 		return "not in allowed_hosts"
 	}
 	if a.cfg.MaxConnections > 0 && a.stats.Open.Load() >= int64(a.cfg.MaxConnections) {

@@ -18,20 +18,24 @@ import (
 // exactly one goroutine of each stage (connections are sharded by ID), which
 // is what keeps one client's results in order without locks.
 type Conn struct {
-	// Set by accept, read-only afterwards.
+	// Set by accept (or by read, after a PROXY header), read-only afterwards.
 	ID       uint64
 	Peer     netip.AddrPort
 	IV       [packet.IVSize]byte
 	InitTime uint32 // the server time sent in the init packet
 
-	// Read stage.
-	fd          int
-	reader      *reader
-	lastActive  int64 // unix nanoseconds of the last byte read
-	closed      bool
-	bytesRead   uint64
-	windowStart int64  // unix nanoseconds when the current progress window began
-	windowBytes uint64 // bytesRead when it began
+	// Read stage. With proxy_protocol, Peer, IV and InitTime are set here,
+	// once the header has come, before any other stage sees the connection.
+	awaitingHeader bool
+	header         []byte         // the PROXY header so far
+	Via            netip.AddrPort // the load balancer, when Peer came from a PROXY header
+	fd             int
+	reader         *reader
+	lastActive     int64 // unix nanoseconds of the last byte read
+	closed         bool
+	bytesRead      uint64
+	windowStart    int64  // unix nanoseconds when the current progress window began
+	windowBytes    uint64 // bytesRead when it began
 
 	// Decrypt stage.
 	packetSize int    // 0 until the first packet decides it, then 720 or 4304

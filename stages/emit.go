@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang/glog"
@@ -14,47 +15,96 @@ import (
 // turns a burst into a few PIPE_BUF-sized writes instead of one per line.
 const maxBatch = 256
 
-// Emitter is the emit stage: it hands results to a chain of sinks, the
-// first that takes a result wins, and whatever none takes is counted and
-// logged as dropped.
+// Destination is one independent way out of the daemon: the local core's
+// command file (with the spool and dump file behind it), Icinga 2's API, or
+// Gearman. Every result goes to every destination. Each has its own bounded
+// queue and goroutine, so a slow or dead one holds up nobody else.
+type Destination struct {
+	// Name labels its counters and log lines.
+	Name string
+	// Chain is tried in order by the destination's goroutine: a result
+	// goes to the first sink that takes it.
+	Chain []sink.Sink
+	// Overflow takes the results that find the queue full, written at once
+	// by the emit stage (separate instances from Chain's, so the two never
+	// share a file handle); what it cannot take is dropped, counted and
+	// logged. With a single destination, or when Blocking, it is unused:
+	// then a full queue makes the pipeline wait, and the clients with it.
+	Overflow []sink.Sink
+	// Blocking makes a full queue wait rather than overflow: for the local
+	// command file without a spool or dump file, where overflowing could
+	// only drop.
+	Blocking bool
+	// Capacity bounds the results queued, in results.
+	Capacity int
+}
+
+// Emitter is the emit stage: it batches validated results and hands every
+// batch to every destination.
 type Emitter struct {
-	chain []sink.Sink
+	dests []*destRunner
 	stats *Stats
 	log   *rateLog
-	batch []sink.Item
 }
 
-// NewEmitter returns an emit stage over the sinks in fallback order.
-func NewEmitter(chain []sink.Sink, stats *Stats, log *rateLog) *Emitter {
-	return &Emitter{chain: chain, stats: stats, log: log}
+// destRunner runs one destination.
+type destRunner struct {
+	Destination
+	queue    chan *batch
+	queued   atomic.Int64 // results in queue
+	chain    *chainRunner // only its goroutine touches it
+	overflow *chainRunner // only the dispatcher touches it
 }
 
-// Start runs the emit goroutine. Sinks are written by one goroutine because
-// the command file must see whole lines in order; done is closed once in is
-// closed and drained and the sinks are flushed and closed.
+// batch is one destination's copy of results that every destination
+// receives; the last destination to finish with its copy counts the
+// results finished, for the statistics.
+type batch struct {
+	items   []sink.Item
+	pending *atomic.Int32 // shared by the copies
+}
+
+// NewEmitter returns an emit stage over the destinations.
+func NewEmitter(dests []Destination, stats *Stats, log *rateLog) *Emitter {
+	e := &Emitter{stats: stats, log: log}
+	for _, d := range dests {
+		r := &destRunner{Destination: d, queue: make(chan *batch, max(d.Capacity, 1))}
+		r.chain = &chainRunner{chain: d.Chain, stats: stats, log: log}
+		if len(dests) > 1 && !d.Blocking {
+			r.overflow = &chainRunner{chain: d.Overflow, stats: stats, log: log}
+		}
+		e.dests = append(e.dests, r)
+	}
+	return e
+}
+
+// Start runs the emit goroutines: one that batches and dispatches, one per
+// destination. done is closed once in is closed and drained, and every
+// destination has written (or dropped, counted) its queue and closed its
+// sinks.
 func (e *Emitter) Start(ctx context.Context, in <-chan sink.Item) (done <-chan struct{}) {
 	ch := make(chan struct{})
-	var wg sync.WaitGroup
-	run(ctx, &wg, "emit", func(ctx context.Context) { e.loop(in) })
+	var dispatch, workers sync.WaitGroup
+	for _, d := range e.dests {
+		run(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(d) })
+	}
+	run(ctx, &dispatch, "emit", func(ctx context.Context) { e.dispatch(in) })
 	go func() {
-		wg.Wait()
-		for _, s := range e.chain {
-			if err := s.Close(); err != nil {
-				glog.Errorf("emit: closing %s: %v", s.Name(), err)
+		dispatch.Wait()
+		for _, d := range e.dests {
+			close(d.queue)
+		}
+		workers.Wait()
+		for _, d := range e.dests {
+			for _, s := range append(d.Chain, d.Overflow...) {
+				if err := s.Close(); err != nil {
+					glog.Errorf("emit: closing %s: %v", s.Name(), err)
+				}
 			}
 		}
 		close(ch)
 	}()
 	return ch
-}
-
-// holdingSink is a sink that can hold results back for a while: the spool
-// at check_result_path_max_files.
-type holdingSink interface {
-	sink.Sink
-	Queued() int
-	Flush() (int, error)
-	Abandon() []sink.Item
 }
 
 // Timing of results held back by a sink.
@@ -64,124 +114,112 @@ const (
 	holdOnExit = 5 * time.Second
 )
 
-// loop drains in completely, even after cancellation: every result that
-// got this far was received from a client and must reach a sink or a drop
-// counter.
-func (e *Emitter) loop(in <-chan sink.Item) {
+// dispatch drains in completely, even after cancellation: every result
+// that got this far was received from a client and must reach a sink or a
+// drop counter.
+func (e *Emitter) dispatch(in <-chan sink.Item) {
 	tick := time.NewTicker(flushInterval)
 	defer tick.Stop()
+	items := make([]sink.Item, 0, maxBatch)
 	for {
 		var it sink.Item
 		var ok bool
 		select {
 		case it, ok = <-in:
 		case <-tick.C:
-			e.flush()
+			e.flushOverflow()
 			continue
 		}
 		if !ok {
-			e.finish()
+			for _, d := range e.dests {
+				if d.overflow != nil {
+					d.overflow.finish()
+				}
+			}
 			return
 		}
-		e.batch = append(e.batch[:0], it)
+		items = append(items[:0], it)
 	fill:
-		for len(e.batch) < maxBatch {
+		for len(items) < maxBatch {
 			select {
 			case it, ok := <-in:
 				if !ok {
 					break fill
 				}
-				e.batch = append(e.batch, it)
+				items = append(items, it)
 			default:
 				break fill
 			}
 		}
-		e.Emit(e.batch)
+		e.hand(items)
 	}
 }
 
-// flush gives sinks that hold results a chance to write them.
-func (e *Emitter) flush() {
-	for _, s := range e.chain {
-		if h, ok := s.(holdingSink); ok && h.Queued() > 0 {
-			n, err := h.Flush()
-			e.stats.Emitted(s.Name()).Add(uint64(n))
-			if err != nil {
-				e.stats.SinkErrors(s.Name()).Add(1)
-				e.log.Warningf("sink:"+s.Name(), "writing held results to %s: %v", s.Name(), err)
+// hand gives a batch to every destination. Each gets its own copy of the
+// slice, because a sink may reorder what it is given.
+func (e *Emitter) hand(items []sink.Item) {
+	pending := new(atomic.Int32)
+	pending.Store(int32(len(e.dests)))
+	for _, d := range e.dests {
+		b := &batch{items: append([]sink.Item(nil), items...), pending: pending}
+		// A batch goes in while there is any room, so the queue holds at
+		// most Capacity+maxBatch-1 results.
+		if d.overflow != nil && d.queued.Load() >= int64(max(d.Capacity, 1)) {
+			e.stats.FellBack(d.Name).Add(uint64(len(items)))
+			e.log.Warningf("queue:"+d.Name, "%s queue full (%d results): %d results go to its fallback", d.Name, d.Capacity, len(items))
+			d.overflow.emit(b.items)
+			e.done(b)
+			continue
+		}
+		// Without an overflow (the only destination) this waits for room,
+		// so the pipeline, and the clients with it, wait.
+		d.queued.Add(int64(len(items)))
+		d.queue <- b
+	}
+}
+
+// done counts a destination's copy finished; the last copy of a batch
+// counts its results finished for the statistics.
+func (e *Emitter) done(b *batch) {
+	if b.pending.Add(-1) == 0 {
+		e.stats.Finished.Add(uint64(len(b.items)))
+	}
+}
+
+// serve is a destination's goroutine: it writes queued batches through its
+// chain and gives held results a chance on a timer.
+func (e *Emitter) serve(d *destRunner) {
+	tick := time.NewTicker(flushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case b, ok := <-d.queue:
+			if !ok {
+				d.chain.finish()
+				return
 			}
+			d.chain.emit(b.items)
+			d.queued.Add(-int64(len(b.items)))
+			e.done(b)
+		case <-tick.C:
+			d.chain.flush()
 		}
 	}
-	e.countHeld()
 }
 
-// finish waits a bounded time for held results to be written, then passes
-// what is still held to the sinks after the one holding it.
-func (e *Emitter) finish() {
-	deadline := time.Now().Add(holdOnExit)
-	for e.held() > 0 && time.Now().Before(deadline) {
-		e.flush()
-		time.Sleep(flushInterval)
-	}
-	for i, s := range e.chain {
-		if h, ok := s.(holdingSink); ok && h.Queued() > 0 {
-			rest := h.Abandon()
-			e.log.Warningf("sink:"+s.Name(), "%d results still waiting for room in %s at exit: trying the next sink", len(rest), s.Name())
-			e.emitFrom(i+1, rest)
+func (e *Emitter) flushOverflow() {
+	for _, d := range e.dests {
+		if d.overflow != nil {
+			d.overflow.flush()
 		}
 	}
-	e.countHeld()
 }
 
-func (e *Emitter) held() (n int) {
-	for _, s := range e.chain {
-		if h, ok := s.(holdingSink); ok {
-			n += h.Queued()
-		}
+// QueueDepths reports, per destination, how many results wait in its queue.
+func (e *Emitter) QueueDepths() map[string]func() int {
+	m := map[string]func() int{}
+	for _, d := range e.dests {
+		m["destination_"+d.Name] = func() int { return int(d.queued.Load()) }
 	}
-	return n
-}
-
-func (e *Emitter) countHeld() { e.stats.Held.Store(int64(e.held())) }
-
-// Emit writes items through the chain of sinks.
-func (e *Emitter) Emit(items []sink.Item) { e.emitFrom(0, items) }
-
-// emitFrom writes items through the chain starting at sink first. A sink
-// that holds some of them back (queues them) has taken them, but they are
-// counted as emitted only once written.
-func (e *Emitter) emitFrom(first int, items []sink.Item) {
-	rest := items
-	for _, s := range e.chain[min(first, len(e.chain)):] {
-		if len(rest) == 0 {
-			break
-		}
-		h, holds := s.(holdingSink)
-		before := 0
-		if holds {
-			before = h.Queued()
-		}
-		n, err := s.Write(rest)
-		written := n
-		if holds {
-			written -= h.Queued() - before
-			e.countHeld()
-		}
-		if written > 0 {
-			e.stats.Emitted(s.Name()).Add(uint64(written))
-		}
-		rest = rest[n:]
-		if err != nil {
-			e.stats.SinkErrors(s.Name()).Add(1)
-		}
-		if err != nil && len(rest) > 0 {
-			e.log.Warningf("sink:"+s.Name(), "%d results not written to %s, trying the next sink: %v", len(rest), s.Name(), err)
-		}
-	}
-	if len(rest) > 0 {
-		e.stats.Dropped(DropSink).Add(uint64(len(rest)))
-		for _, it := range rest {
-			e.log.Warningf("sink:drop", "dropped check host=%q service=%q: no sink could take it", it.Result.Host, it.Result.Service)
-		}
-	}
+	return m
 }

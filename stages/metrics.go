@@ -30,7 +30,9 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	descConnections = desc("connections_total", "Connections accepted and sent an init packet.")
 	descOpen        = desc("connections_open", "Connections open now.")
-	descRefused     = desc("connections_refused_total", "Connections closed before the init packet (allowed_hosts, max_connections).")
+	descRefused     = desc("connections_refused_total", "Connections closed before the init packet (allowed_hosts, max_connections, proxy_protocol_trusted, a bad PROXY header).")
+	descHealth      = desc("health_checks_total", "A load balancer's health checks: PROXY LOCAL headers, or connections closed before any header.")
+	descFellBack    = desc("sink_fallbacks_total", "Results a sink passed to its fallback, by sink (a destination's name when its queue was full).", "sink")
 	descStage       = desc("stage_items_total", "Items each pipeline stage passed on: accept connections, read chunks, decrypt packets, validate results, emit results.", "stage")
 	descBytes       = desc("read_bytes_total", "Bytes read from clients.")
 	descReceived    = desc("packets_total", "Packets received, by result: emitted or dropped.", "result")
@@ -58,6 +60,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descConnections, s.Connections)
 	gauge(descOpen, s.Open)
 	counter(descRefused, s.Refused)
+	counter(descHealth, s.HealthChecks)
 	counter(descBytes, s.BytesRead)
 	counter(descStage, s.Connections, "accept")
 	counter(descStage, s.Chunks, "read")
@@ -75,6 +78,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, v := range s.SinkErrors {
 		counter(descSinkErrors, v, k)
+	}
+	for k, v := range s.FellBack {
+		counter(descFellBack, v, k)
 	}
 	for k, v := range s.Queues {
 		gauge(descQueue, v, k)

@@ -177,12 +177,22 @@ type client struct {
 
 func dial(t *testing.T, ts *testServer, method int, password string) *client {
 	t.Helper()
+	return dialVia(t, ts, method, password, nil)
+}
+
+// dialVia is dial for a client behind a load balancer: header (a PROXY
+// header) is sent before the init packet is awaited.
+func dialVia(t *testing.T, ts *testServer, method int, password string, header []byte) *client {
+	t.Helper()
 	conn, err := net.DialTimeout("tcp", ts.addr, 5*time.Second)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := conn.Write(header); err != nil {
+		t.Fatalf("sending the PROXY header: %v", err)
+	}
 	init := make([]byte, packet.InitSize)
 	if _, err := io.ReadFull(conn, init); err != nil {
 		t.Fatalf("reading the init packet: %v", err)

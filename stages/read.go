@@ -1,9 +1,11 @@
 package stages
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -21,6 +23,9 @@ type ReadConfig struct {
 	Timeout time.Duration
 	// Grace is how long open connections may go on after accepting stops.
 	Grace time.Duration
+	// Allowed is allowed_hosts, applied here to the client address of a
+	// PROXY header.
+	Allowed []netip.Prefix
 }
 
 // minProgress is the least a client must send per Timeout to stay connected.
@@ -223,6 +228,9 @@ const maxReadsPerEvent = 4
 // EAGAIN or EOF saves a trip through epoll_wait for the common client that
 // sends its checks and closes at once.
 func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
+	if c.awaitingHeader && !r.readHeader(ctx, c, out) {
+		return
+	}
 	for reads := 0; reads < maxReadsPerEvent; {
 		buf := getChunk()
 		n, err := unix.Read(c.fd, buf)
@@ -270,7 +278,12 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 	}
 	r.mu.Unlock()
 	for _, c := range slow {
-		r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
+		if c.awaitingHeader {
+			r.stats.Refused.Add(1)
+			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: no complete PROXY header within %v (%d bytes)", c.Peer, r.cfg.Timeout, len(c.header))
+		} else {
+			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
+		}
 		r.closeConn(ctx, c, out, "timeout")
 	}
 }
@@ -303,4 +316,83 @@ func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why s
 	unix.Close(c.fd)
 	r.stats.Open.Add(-1)
 	send(ctx, out, chunk{conn: c, eof: true, why: why})
+}
+
+// readHeader reads what there is of the connection's PROXY header and, once
+// it is complete, takes the client address from it, applies allowed_hosts
+// and greets the client. It reports whether the connection goes on to
+// client data; otherwise it is closed or still waiting for the header.
+// It reads no further than the longest header could reach, so any client
+// bytes after it stay in the socket for readConn.
+func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool {
+	var buf [proxyHeaderMax]byte
+	want := proxyHeaderMax - len(c.header)
+	if len(c.header) < 16 {
+		// Enough for either signature and v2's length; then exactly the rest.
+		want = 16 - len(c.header)
+	} else if n, err := proxyHeaderLen(c.header); err == nil && n == 0 && !bytes.HasPrefix(c.header, proxyV1Signature) {
+		want = 16 + int(binary.BigEndian.Uint16(c.header[14:16])) - len(c.header)
+	}
+	n, err := unix.Read(c.fd, buf[:want])
+	switch {
+	case n == 0 && err == nil:
+		// A balancer's plain TCP health check: connect, then close.
+		r.stats.HealthChecks.Add(1)
+		r.closeConn(ctx, c, out, "")
+		return false
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return false
+	case err != nil:
+		r.closeConn(ctx, c, out, err.Error())
+		return false
+	}
+	c.header = append(c.header, buf[:n]...)
+	size, err := proxyHeaderLen(c.header)
+	if err == nil && size == 0 {
+		if len(c.header) >= proxyHeaderMax {
+			err = fmt.Errorf("%w: incomplete after %d bytes", ErrProxyHeader, len(c.header))
+		} else {
+			return false
+		}
+	}
+	var src netip.AddrPort
+	local := false
+	if err == nil {
+		src, local, err = proxySource(c.header[:size])
+	}
+	switch {
+	case err != nil:
+		r.stats.Refused.Add(1)
+		r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: %v", c.Peer, err)
+		r.closeConn(ctx, c, out, "bad PROXY header")
+		return false
+	case local:
+		r.stats.HealthChecks.Add(1)
+		r.closeConn(ctx, c, out, "")
+		return false
+	}
+	c.Via, c.Peer = c.Peer, src
+	if len(r.cfg.Allowed) > 0 && !allowed(r.cfg.Allowed, src.Addr()) {
+		r.stats.Refused.Add(1)
+		r.log.Warningf(src.Addr().String(), "refused connection from %s (via %s): not in allowed_hosts", src, c.Via)
+		r.closeConn(ctx, c, out, "refused")
+		return false
+	}
+	if err := c.greet(); err != nil {
+		r.log.Warningf(src.Addr().String(), "closing connection from %s (via %s): %v", src, c.Via, err)
+		r.closeConn(ctx, c, out, "init packet")
+		return false
+	}
+	r.stats.Connections.Add(1)
+	rest := c.header[size:]
+	c.awaitingHeader, c.header = false, nil
+	c.windowStart, c.windowBytes = time.Now().UnixNano(), c.bytesRead
+	if len(rest) > 0 {
+		// Client bytes read along with a version 1 line (a client that
+		// did not wait for its init packet): they are the stream's start.
+		c.bytesRead += uint64(len(rest))
+		b := getChunk()
+		return send(ctx, out, chunk{conn: c, buf: shrinkChunk(b, copy(b, rest))})
+	}
+	return true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
 	"runtime"
 	"sync"
 	"time"
@@ -31,6 +33,7 @@ type Server struct {
 	acceptor *Acceptor
 	emitter  *Emitter
 	cipher   CipherConfig
+	allowed  []netip.Prefix // allowed_hosts, for clients behind a PROXY header
 
 	ctx   context.Context
 	abort context.CancelFunc
@@ -66,9 +69,9 @@ func MaxConnections(cfg *conf.Config, nofile uint64) int {
 	return max(1024, int(min(nofile, 1<<30))-ownFiles)
 }
 
-// Chain builds the sinks in the order results try them: the command file
-// first and the spool if it fails (nsca_fast's behaviour; with only one of
-// them set, that one), then the alternate dump file as the last resort.
+// Chain builds the local sinks in the order results try them: the command
+// file first and the spool if it fails (nsca_fast's behaviour; with only one
+// of them set, that one), then the alternate dump file as the last resort.
 func Chain(cfg *conf.Config) ([]sink.Sink, error) {
 	var cmd, spool sink.Sink
 	if cfg.CommandFile != "" {
@@ -79,11 +82,10 @@ func Chain(cfg *conf.Config) ([]sink.Sink, error) {
 		cmd = c
 	}
 	if cfg.CheckResultPath != "" {
-		s := sink.NewSpool(cfg.CheckResultPath, cfg.SpoolFileMode)
-		if err := s.Writable(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		var err error
+		if spool, err = newSpool(cfg); err != nil {
+			return nil, err
 		}
-		spool = s.Capped(cfg.CheckResultPathMaxFiles, max(cfg.QueueSize, 1))
 	}
 	if c, ok := cmd.(*sink.CommandFile); ok && spool == nil {
 		// A full pipe means the core is alive but slow. Without a spool the
@@ -104,6 +106,115 @@ func Chain(cfg *conf.Config) ([]sink.Sink, error) {
 		return nil, fmt.Errorf("%w: no sink: set command_file or check_result_path", ErrConfig)
 	}
 	return chain, nil
+}
+
+func newSpool(cfg *conf.Config) (sink.Sink, error) {
+	s := sink.NewSpool(cfg.CheckResultPath, cfg.SpoolFileMode)
+	if err := s.Writable(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return s.Capped(cfg.CheckResultPathMaxFiles, max(cfg.QueueSize, 1)), nil
+}
+
+// fallbackChain builds a remote sink's fallback (a *_fallback option's
+// value): a spool, a dump file, or nothing.
+func fallbackChain(cfg *conf.Config, option string) ([]sink.Sink, error) {
+	switch cfg.Fallback(option) {
+	case conf.FallbackSpool:
+		s, err := newSpool(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []sink.Sink{s}, nil
+	case conf.FallbackDump:
+		return []sink.Sink{sink.NewDump(cfg.AlternateDumpFile)}, nil
+	}
+	return nil, nil
+}
+
+// Destinations builds every destination the config asks for: the local
+// core (command file, spool, dump file), Icinga 2's API and Gearman. On an
+// error, the sinks built so far are closed.
+func Destinations(cfg *conf.Config, stats *Stats, log *rateLog) (dests []Destination, err error) {
+	defer func() {
+		if err != nil {
+			closeDestinations(dests)
+			dests = nil
+		}
+	}()
+	remote := []struct {
+		on       bool
+		name     string
+		fallback string
+		capacity int
+		open     func() (sink.Sink, error)
+	}{
+		{cfg.Icinga2URL != "", "icinga2", cfg.Icinga2Fallback, cfg.Icinga2QueueSize, func() (sink.Sink, error) { return newIcinga(cfg, stats, log) }},
+		{cfg.GearmanServers != "", "gearman", cfg.GearmanFallback, cfg.GearmanQueueSize, func() (sink.Sink, error) { return newGearman(cfg) }},
+	}
+	count := 0
+	if cfg.LocalSinks() {
+		count++
+	}
+	for _, r := range remote {
+		if r.on {
+			count++
+		}
+	}
+	// A single destination never overflows (its full queue makes the
+	// clients wait), so it needs no overflow sinks.
+	overflows := count > 1
+	if cfg.LocalSinks() {
+		local := Destination{Name: "local", Capacity: max(cfg.QueueSize, 1), Blocking: true}
+		if local.Chain, err = Chain(cfg); err != nil {
+			return dests, err
+		}
+		dests = append(dests, local)
+		if overflows && len(local.Chain) > 1 {
+			// The overflow skips the command file: the queue is full
+			// because the core reads it too slowly.
+			overflow, err := Chain(cfg)
+			if err != nil {
+				return dests, err
+			}
+			overflow[0].Close()
+			dests[0].Overflow, dests[0].Blocking = overflow[1:], false
+		}
+	}
+	for _, r := range remote {
+		if !r.on {
+			continue
+		}
+		s, err := r.open()
+		if err != nil {
+			return dests, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		d := Destination{Name: r.name, Chain: []sink.Sink{s}, Capacity: r.capacity}
+		dests = append(dests, d)
+		fallback, err := fallbackChain(cfg, r.fallback)
+		if err != nil {
+			return dests, err
+		}
+		dests[len(dests)-1].Chain = append(dests[len(dests)-1].Chain, fallback...)
+		if overflows {
+			if dests[len(dests)-1].Overflow, err = fallbackChain(cfg, r.fallback); err != nil {
+				return dests, err
+			}
+		}
+	}
+	if len(dests) == 0 {
+		return nil, fmt.Errorf("%w: no sink: set command_file, check_result_path, icinga2_api_url or gearman_server", ErrConfig)
+	}
+	return dests, nil
+}
+
+// closeDestinations closes the sinks of destinations that will not run.
+func closeDestinations(dests []Destination) {
+	for _, d := range dests {
+		for _, s := range append(d.Chain, d.Overflow...) {
+			s.Close()
+		}
+	}
 }
 
 // CipherOf derives the decryption settings from the config.
@@ -129,19 +240,27 @@ func New(cfg *conf.Config, listeners []int, nofile uint64, stats *Stats) (*Serve
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	chain, err := Chain(cfg)
-	if err != nil {
-		return nil, err
-	}
 	if stats == nil {
 		stats = NewStats()
 	}
 	s := &Server{LogStats: true, cfg: cfg, Stats: stats, log: newRateLog(10*time.Second, 5), cipher: cipher}
-	s.acceptor, err = NewAcceptor(listeners, AcceptConfig{MaxConnections: MaxConnections(cfg, nofile), Allowed: allowed}, s.Stats, s.log)
+	dests, err := Destinations(cfg, s.Stats, s.log)
 	if err != nil {
 		return nil, err
 	}
-	s.emitter = NewEmitter(chain, s.Stats, s.log)
+	trusted, err := cfg.TrustedProxies()
+	if err != nil {
+		closeDestinations(dests)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s.allowed = allowed
+	acceptCfg := AcceptConfig{MaxConnections: MaxConnections(cfg, nofile), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
+	s.acceptor, err = NewAcceptor(listeners, acceptCfg, s.Stats, s.log)
+	if err != nil {
+		closeDestinations(dests)
+		return nil, err
+	}
+	s.emitter = NewEmitter(dests, s.Stats, s.log)
 	s.ctx, s.abort = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -166,6 +285,7 @@ func (s *Server) run(inetdFD int) error {
 		"accept_to_read": func() int { return len(conns) }, "read_to_decrypt": func() int { return len(chunks) },
 		"decrypt_to_validate": func() int { return len(packets) }, "validate_to_emit": func() int { return len(items) },
 	}
+	maps.Copy(s.queues, s.emitter.QueueDepths())
 	s.queuesMu.Unlock()
 
 	if inetdFD >= 0 {
@@ -175,7 +295,7 @@ func (s *Server) run(inetdFD int) error {
 		s.acceptor.Stop()
 	}
 	s.acceptor.Start(ctx, conns)
-	readCfg := ReadConfig{Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace}
+	readCfg := ReadConfig{Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed}
 	if err := StartRead(ctx, conns, chunks, cfg.ReaderThreads, readCfg, s.Stats, s.log); err != nil {
 		s.abort()
 		return err

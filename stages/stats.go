@@ -29,8 +29,12 @@ type Stats struct {
 	// Connections counts accepted connections; Open is how many are open now.
 	Connections atomic.Uint64
 	Open        atomic.Int64
-	// Refused counts connections closed before the init packet (limits, access).
+	// Refused counts connections closed before the init packet (limits,
+	// access, a missing or bad PROXY header).
 	Refused atomic.Uint64
+	// HealthChecks counts a load balancer's own connections (a PROXY LOCAL
+	// header), closed without an init packet and not counted as refused.
+	HealthChecks atomic.Uint64
 	// Received counts complete packets framed off connections.
 	Received atomic.Uint64
 	// Held is how many results a sink holds back right now (the spool at
@@ -41,16 +45,22 @@ type Stats struct {
 	Chunks, BytesRead, Validated atomic.Uint64
 	// DecryptNanos is the time spent decrypting, for the per-method cost.
 	DecryptNanos atomic.Uint64
+	// Finished counts results every destination is done with (written,
+	// held by a sink, or dropped); SinkDropped counts the drops among them,
+	// one per destination that dropped a result.
+	Finished, SinkDropped atomic.Uint64
 
 	mu         sync.Mutex
 	emitted    map[string]*atomic.Uint64
 	dropped    map[string]*atomic.Uint64
 	sinkErrors map[string]*atomic.Uint64
+	fellBack   map[string]*atomic.Uint64
 }
 
 // NewStats returns zeroed counters.
 func NewStats() *Stats {
-	return &Stats{emitted: map[string]*atomic.Uint64{}, dropped: map[string]*atomic.Uint64{}, sinkErrors: map[string]*atomic.Uint64{}}
+	return &Stats{emitted: map[string]*atomic.Uint64{}, dropped: map[string]*atomic.Uint64{},
+		sinkErrors: map[string]*atomic.Uint64{}, fellBack: map[string]*atomic.Uint64{}}
 }
 
 func (s *Stats) counter(m map[string]*atomic.Uint64, key string) *atomic.Uint64 {
@@ -70,16 +80,31 @@ func (s *Stats) Emitted(sink string) *atomic.Uint64 { return s.counter(s.emitted
 // Dropped returns the counter of checks lost for the named reason.
 func (s *Stats) Dropped(reason string) *atomic.Uint64 { return s.counter(s.dropped, reason) }
 
+// DroppedInSink counts n results a destination could not deliver, for
+// reason: unlike drops before the emit stage, another destination may
+// still have delivered them.
+func (s *Stats) DroppedInSink(reason string, n int) {
+	s.Dropped(reason).Add(uint64(n))
+	s.SinkDropped.Add(uint64(n))
+}
+
 // SinkErrors returns the counter of failed writes to the named sink.
 func (s *Stats) SinkErrors(sink string) *atomic.Uint64 { return s.counter(s.sinkErrors, sink) }
+
+// FellBack returns the counter of results the named sink passed to its
+// fallback: it failed to deliver them, or its queue was full.
+func (s *Stats) FellBack(sink string) *atomic.Uint64 { return s.counter(s.fellBack, sink) }
 
 // Snapshot is a consistent-enough copy of the counters for logging and tests.
 type Snapshot struct {
 	Connections, Refused, Received uint64
+	HealthChecks                   uint64
 	Open, Held                     int64
 	Chunks, BytesRead, Validated   uint64
 	DecryptNanos                   uint64
+	Finished, SinkDropped          uint64
 	Emitted, Dropped, SinkErrors   map[string]uint64
+	FellBack                       map[string]uint64
 	// Queues holds the depth of each queue between stages, when the
 	// snapshot came from a running Server.
 	Queues map[string]int64
@@ -90,6 +115,7 @@ func (s *Stats) Snapshot() Snapshot {
 	snap := Snapshot{
 		Connections:  s.Connections.Load(),
 		Refused:      s.Refused.Load(),
+		HealthChecks: s.HealthChecks.Load(),
 		Received:     s.Received.Load(),
 		Open:         s.Open.Load(),
 		Held:         s.Held.Load(),
@@ -97,12 +123,15 @@ func (s *Stats) Snapshot() Snapshot {
 		BytesRead:    s.BytesRead.Load(),
 		Validated:    s.Validated.Load(),
 		DecryptNanos: s.DecryptNanos.Load(),
+		Finished:     s.Finished.Load(),
+		SinkDropped:  s.SinkDropped.Load(),
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap.Emitted = load(s.emitted)
 	snap.Dropped = load(s.dropped)
 	snap.SinkErrors = load(s.sinkErrors)
+	snap.FellBack = load(s.fellBack)
 	return snap
 }
 
@@ -117,10 +146,12 @@ func load(m map[string]*atomic.Uint64) map[string]uint64 {
 // TotalEmitted sums the results written to every sink.
 func (s Snapshot) TotalEmitted() uint64 { return sum(s.Emitted) }
 
-// Queued is what was received and is neither emitted nor dropped yet: in
-// the pipeline's queues or held by a sink.
+// Queued is what was received and is not finished yet: in the pipeline's
+// queues, a destination's queue, or held by a sink. With one destination,
+// once drained, received = emitted + dropped.
 func (s Snapshot) Queued() int64 {
-	return int64(s.Received) - int64(s.TotalEmitted()) - int64(s.TotalDropped())
+	droppedBeforeEmit := int64(s.TotalDropped()) - int64(s.SinkDropped)
+	return int64(s.Received) - droppedBeforeEmit - int64(s.Finished) + s.Held
 }
 
 // TotalDropped sums the checks lost for every reason.
@@ -162,6 +193,7 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 func (s *Snapshot) Add(o Snapshot) {
 	s.Connections += o.Connections
 	s.Refused += o.Refused
+	s.HealthChecks += o.HealthChecks
 	s.Received += o.Received
 	s.Open += o.Open
 	s.Held += o.Held
@@ -169,9 +201,12 @@ func (s *Snapshot) Add(o Snapshot) {
 	s.BytesRead += o.BytesRead
 	s.Validated += o.Validated
 	s.DecryptNanos += o.DecryptNanos
+	s.Finished += o.Finished
+	s.SinkDropped += o.SinkDropped
 	addInto(&s.Emitted, o.Emitted)
 	addInto(&s.Dropped, o.Dropped)
 	addInto(&s.SinkErrors, o.SinkErrors)
+	addInto(&s.FellBack, o.FellBack)
 	addInto(&s.Queues, o.Queues)
 }
 

@@ -1,0 +1,138 @@
+package stages
+
+import (
+	"time"
+
+	"nsca_fast/stages/sink"
+)
+
+// chainRunner writes results through a chain of sinks: a result goes to
+// the first sink that takes it, and whatever none takes is counted and
+// logged as dropped. One goroutine owns a chainRunner.
+type chainRunner struct {
+	chain []sink.Sink
+	stats *Stats
+	log   *rateLog
+	held  int // what this chain's holding sinks last reported, in Stats.Held
+}
+
+// holdingSink is a sink that can hold results back for a while: the spool
+// at check_result_path_max_files.
+type holdingSink interface {
+	sink.Sink
+	Queued() int
+	Flush() (int, error)
+	Abandon() []sink.Item
+}
+
+// refusingSink is a sink that consumes some results without delivering
+// them, for good (Icinga's 404 for an unknown object): its own callback
+// counts them as dropped, so they must not count as emitted.
+type refusingSink interface {
+	sink.Sink
+	Refused() uint64 // so far
+}
+
+// flush gives sinks that hold results a chance to write them.
+func (r *chainRunner) flush() {
+	for _, s := range r.chain {
+		if h, ok := s.(holdingSink); ok && h.Queued() > 0 {
+			n, err := h.Flush()
+			r.stats.Emitted(s.Name()).Add(uint64(n))
+			if err != nil {
+				r.stats.SinkErrors(s.Name()).Add(1)
+				r.log.Warningf("sink:"+s.Name(), "writing held results to %s: %v", s.Name(), err)
+			}
+		}
+	}
+	r.countHeld()
+}
+
+// finish waits a bounded time for held results to be written, then passes
+// what is still held to the sinks after the one holding it.
+func (r *chainRunner) finish() {
+	deadline := time.Now().Add(holdOnExit)
+	for r.holding() > 0 && time.Now().Before(deadline) {
+		r.flush()
+		time.Sleep(flushInterval)
+	}
+	for i, s := range r.chain {
+		if h, ok := s.(holdingSink); ok && h.Queued() > 0 {
+			rest := h.Abandon()
+			r.log.Warningf("sink:"+s.Name(), "%d results still waiting for room in %s at exit: trying the next sink", len(rest), s.Name())
+			r.emitFrom(i+1, rest)
+		}
+	}
+	r.countHeld()
+}
+
+func (r *chainRunner) holding() (n int) {
+	for _, s := range r.chain {
+		if h, ok := s.(holdingSink); ok {
+			n += h.Queued()
+		}
+	}
+	return n
+}
+
+// countHeld adds the change in what this chain holds to Stats.Held, which
+// sums every chain's.
+func (r *chainRunner) countHeld() {
+	now := r.holding()
+	r.stats.Held.Add(int64(now - r.held))
+	r.held = now
+}
+
+// emit writes items through the chain.
+func (r *chainRunner) emit(items []sink.Item) { r.emitFrom(0, items) }
+
+// emitFrom writes items through the chain starting at sink first. A sink
+// that holds some of them back (queues them) has taken them, but they are
+// counted as emitted only once written.
+func (r *chainRunner) emitFrom(first int, items []sink.Item) {
+	rest := items
+	for i := min(first, len(r.chain)); i < len(r.chain); i++ {
+		s := r.chain[i]
+		if len(rest) == 0 {
+			break
+		}
+		h, holds := s.(holdingSink)
+		heldBefore := 0
+		if holds {
+			heldBefore = h.Queued()
+		}
+		f, refuses := s.(refusingSink)
+		var refusedBefore uint64
+		if refuses {
+			refusedBefore = f.Refused()
+		}
+		n, err := s.Write(rest)
+		written := n
+		if holds {
+			written -= h.Queued() - heldBefore
+			r.countHeld()
+		}
+		if refuses {
+			written -= int(f.Refused() - refusedBefore)
+		}
+		if written > 0 {
+			r.stats.Emitted(s.Name()).Add(uint64(written))
+		}
+		rest = rest[n:]
+		if err != nil {
+			r.stats.SinkErrors(s.Name()).Add(1)
+		}
+		if len(rest) > 0 && i+1 < len(r.chain) {
+			r.stats.FellBack(s.Name()).Add(uint64(len(rest)))
+			if err != nil {
+				r.log.Warningf("sink:"+s.Name(), "%d results not written to %s, trying the next sink: %v", len(rest), s.Name(), err)
+			}
+		}
+	}
+	if len(rest) > 0 {
+		r.stats.DroppedInSink(DropSink, len(rest))
+		for _, it := range rest {
+			r.log.Warningf("sink:drop", "dropped check host=%q service=%q: no sink could take it", it.Result.Host, it.Result.Service)
+		}
+	}
+}

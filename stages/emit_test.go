@@ -1,0 +1,127 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"nsca_fast/stages/packet"
+	"nsca_fast/stages/sink"
+)
+
+// memorySink records what it is given; with gate set, every Write waits
+// for the gate to close first (a stalled remote engine); with fail set,
+// it takes nothing.
+type memorySink struct {
+	name string
+	gate chan struct{}
+	fail bool
+	mu   sync.Mutex
+	got  []string
+}
+
+func (m *memorySink) Name() string { return m.name }
+func (m *memorySink) Close() error { return nil }
+func (m *memorySink) Write(items []sink.Item) (int, error) {
+	if m.gate != nil {
+		<-m.gate
+	}
+	if m.fail {
+		return 0, errors.New("refused")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, it := range items {
+		m.got = append(m.got, it.Result.Host)
+	}
+	return len(items), nil
+}
+
+func (m *memorySink) hosts() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.got...)
+}
+
+func feed(n int) chan sink.Item {
+	in := make(chan sink.Item, n)
+	for i := range n {
+		in <- sink.Item{Result: packet.Result{Host: fmt.Sprintf("h%03d", i)}}
+	}
+	close(in)
+	return in
+}
+
+// A stalled destination overflows into its fallback once its queue is
+// full, and the others get every result without waiting for it.
+func TestEmitterStalledDestinationOverflows(t *testing.T) {
+	fast := &memorySink{name: "fast"}
+	stalled := &memorySink{name: "stalled", gate: make(chan struct{})}
+	stalledFallback := &memorySink{name: "stalled-fallback"}
+	overflow := &memorySink{name: "stalled-overflow"}
+	stats := NewStats()
+	e := NewEmitter([]Destination{
+		{Name: "local", Chain: []sink.Sink{fast}, Capacity: 10},
+		{Name: "remote", Chain: []sink.Sink{stalled, stalledFallback}, Overflow: []sink.Sink{overflow}, Capacity: 10},
+	}, stats, newRateLog(time.Second, 5))
+	const n = 300
+	stats.Received.Add(n)
+	done := e.Start(context.Background(), feed(n))
+	if !waitFor(5*time.Second, func() bool { return len(fast.hosts()) == n }) {
+		t.Fatalf("the fast destination got %d of %d results while the other was stalled", len(fast.hosts()), n)
+	}
+	close(stalled.gate)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the emitter did not finish")
+	}
+	remote := len(stalled.hosts()) + len(overflow.hosts())
+	if remote != n || len(overflow.hosts()) == 0 || len(stalled.hosts()) > 10+maxBatch {
+		t.Errorf("stalled sink got %d, its overflow %d; want %d in all, most in the overflow", len(stalled.hosts()), len(overflow.hosts()), n)
+	}
+	snap := stats.Snapshot()
+	if snap.FellBack["remote"] != uint64(len(overflow.hosts())) {
+		t.Errorf("fell back from remote = %d, want %d", snap.FellBack["remote"], len(overflow.hosts()))
+	}
+	if snap.Queued() != 0 || snap.Finished != n {
+		t.Errorf("queued=%d finished=%d after the drain, want 0 and %d", snap.Queued(), snap.Finished, n)
+	}
+}
+
+// A destination whose sink fails hands the results to its fallback and
+// counts them; what no sink takes is dropped and counted.
+func TestEmitterFallbackAndDrop(t *testing.T) {
+	dead := &memorySink{name: "dead", fail: true}
+	fallback := &memorySink{name: "dump"}
+	deadAlone := &memorySink{name: "dead-alone", fail: true}
+	stats := NewStats()
+	e := NewEmitter([]Destination{
+		{Name: "a", Chain: []sink.Sink{dead, fallback}, Capacity: 1000},
+		{Name: "b", Chain: []sink.Sink{deadAlone}, Capacity: 1000},
+	}, stats, newRateLog(time.Second, 5))
+	stats.Received.Add(20)
+	<-e.Start(context.Background(), feed(20))
+	snap := stats.Snapshot()
+	if len(fallback.hosts()) != 20 || snap.Emitted["dump"] != 20 || snap.FellBack["dead"] != 20 || snap.SinkErrors["dead"] == 0 {
+		t.Errorf("fallback got %d; emitted %v, fell back %v, errors %v", len(fallback.hosts()), snap.Emitted, snap.FellBack, snap.SinkErrors)
+	}
+	if snap.Dropped[DropSink] != 20 || snap.FellBack["dead-alone"] != 0 {
+		t.Errorf("dropped %v, fell back %v; want 20 sink_failed from the destination without a fallback", snap.Dropped, snap.FellBack)
+	}
+	if snap.Queued() != 0 {
+		t.Errorf("queued=%d after the drain", snap.Queued())
+	}
+}
+
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
