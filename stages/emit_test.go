@@ -64,7 +64,7 @@ func TestEmitterStalledDestinationOverflows(t *testing.T) {
 	overflow := &memorySink{name: "stalled-overflow"}
 	stats := NewStats()
 	e := NewEmitter([]Destination{
-		{Name: "local", Chain: []sink.Sink{fast}, Capacity: 10},
+		{Name: "local", Chain: []sink.Sink{fast}, Capacity: 10, Blocking: true},
 		{Name: "remote", Chain: []sink.Sink{stalled, stalledFallback}, Overflow: []sink.Sink{overflow}, Capacity: 10},
 	}, stats, newRateLog(time.Second, 5))
 	const n = 300

@@ -47,6 +47,9 @@ const (
 	statsInterval        = 5 * time.Second
 	shutdownGrace        = 2 * time.Second
 	fullWaitWithoutSpool = 10 * time.Second
+	// localOverflowDepth is the least the local destination queues, when
+	// remote sinks run beside it, before results overflow to the spool.
+	localOverflowDepth = 10000
 )
 
 // Threads is the number of decrypt goroutines: nsca_threads_per_worker, or
@@ -179,6 +182,9 @@ func Destinations(cfg *conf.Config, stats *Stats, log *rateLog) (dests []Destina
 			}
 			overflow[0].Close()
 			dests[0].Overflow, dests[0].Blocking = overflow[1:], false
+			// The core reads in bursts: only a backlog this deep, not a
+			// burst of clients, should send results past the command file.
+			dests[0].Capacity = max(cfg.QueueSize, localOverflowDepth)
 		}
 	}
 	for _, r := range remote {

@@ -184,8 +184,8 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 	if seconds > 0 {
 		rate = float64(s.Connections-prev.Connections) / seconds
 	}
-	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}",
-		rate, s.Connections, s.Open, s.Refused, s.Received, s.TotalEmitted(), s.TotalDropped(), s.Queued(), s.Held,
+	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, health_checks=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}",
+		rate, s.Connections, s.Open, s.Refused, s.HealthChecks, s.Received, s.TotalEmitted(), s.TotalDropped(), s.Queued(), s.Held,
 		formatCounts(s.Emitted), formatCounts(s.Dropped))
 }
 

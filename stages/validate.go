@@ -102,7 +102,11 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 	}
 	v.stats.Validated.Add(1)
 	if v.cfg.Debug {
-		glog.Infof("check from %s: host=%q service=%q return_code=%d output=%q", c.Peer, r.Host, r.Service, r.ReturnCode, r.Output)
+		via := ""
+		if c.Via.IsValid() {
+			via = " (via " + c.Via.String() + ")"
+		}
+		glog.Infof("check from %s%s: host=%q service=%q return_code=%d output=%q", c.Peer, via, r.Host, r.Service, r.ReturnCode, r.Output)
 	}
 	return sink.Item{Result: r, Time: now.Unix()}, true
 }

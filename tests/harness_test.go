@@ -444,6 +444,7 @@ type Client struct {
 	Method   int
 	Args     []string // extra arguments, e.g. --legacy-2-7-mode
 	CfgPath  string   // a send_nsca.cfg to use instead of Password and Method
+	Env      []string // added to send_nsca's environment
 }
 
 // send runs the real send_nsca against 127.0.0.1:port with input on its
@@ -489,6 +490,9 @@ func (cl Client) run(t testing.TB, port int, input string) (string, error) {
 	args := append([]string{"-H", "127.0.0.1", "-p", strconv.Itoa(port), "-to", "10", "-c", cfgPath}, cl.Args...)
 	cmd := exec.CommandContext(ctx, sendNscaPath, args...) // a timeout kills it by its PID
 	cmd.Stdin = strings.NewReader(input)
+	if len(cl.Env) > 0 {
+		cmd.Env = append(os.Environ(), cl.Env...)
+	}
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
