@@ -184,9 +184,9 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 	if seconds > 0 {
 		rate = float64(s.Connections-prev.Connections) / seconds
 	}
-	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, health_checks=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}",
+	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, health_checks=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}, fell_back{%s}",
 		rate, s.Connections, s.Open, s.Refused, s.HealthChecks, s.Received, s.TotalEmitted(), s.TotalDropped(), s.Queued(), s.Held,
-		formatCounts(s.Emitted), formatCounts(s.Dropped))
+		formatCounts(s.Emitted), formatCounts(s.Dropped), formatCounts(s.FellBack))
 }
 
 // Add sums o into s, for the statistics of several worker processes.
