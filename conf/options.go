@@ -189,8 +189,9 @@ var options = []option{
 		doc:  "Seconds one request may take, 1..300."},
 	{name: "icinga2_retries", def: "3", origin: originNew,
 		kind: integer(func(c *Config) *int { return &c.Icinga2Retries }, 0, 100, ""),
-		doc: "Retries, with doubling back-off, of a request that failed with 5xx, 401 or a lost connection, " +
-			"0..100; then the result goes to icinga2_fallback. A 404 (unknown object) is not retried."},
+		doc: "Retries, with doubling back-off, of a request that failed with 5xx, 401, 403 or a lost connection, " +
+			"0..100; then the result goes to icinga2_fallback. A result refused for good (404 unknown object, " +
+			"400) is logged, counted and not retried."},
 	{name: "icinga2_queue_size", def: "10000", origin: originNew,
 		kind: integer(func(c *Config) *int { return &c.Icinga2QueueSize }, 1, 1000000, ""),
 		doc: "Results waiting for the API, 1..1000000; when the queue is full, further results go to " +

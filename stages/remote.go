@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -33,8 +34,12 @@ func newIcinga(cfg *conf.Config, stats *Stats, log *rateLog) (sink.Sink, error) 
 		Rejected: func(it sink.Item, status int, reason string) {
 			s.refused.Add(1)
 			stats.DroppedInSink(DropIcingaRejected, 1)
-			log.Warningf("sink:icinga2", "icinga2 refused the result for host=%q service=%q (HTTP %d): %s; not retried",
-				it.Result.Host, it.Result.Service, status, reason)
+			why := "not sent"
+			if status != 0 {
+				why = fmt.Sprintf("HTTP %d", status)
+			}
+			log.Warningf("sink:icinga2", "icinga2 refused the result for host=%q service=%q (%s): %s; not retried",
+				it.Result.Host, it.Result.Service, why, reason)
 		},
 	})
 	if err != nil {
