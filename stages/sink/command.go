@@ -43,15 +43,15 @@ type CommandFile struct {
 	// goes through again: meanwhile results do not wait for it, so a slow
 	// core costs one FullWait, not one per batch, before the spool takes over.
 	congested bool
-	retryAt   time.Time
-	backoff   time.Duration
+	retry     backoff
 	buf       []byte
 	lastKind  string
 }
 
 // NewCommandFile returns a sink for path; nothing is opened until the first write.
 func NewCommandFile(path string, appendToFile, aggregate bool) *CommandFile {
-	return &CommandFile{Path: path, Append: appendToFile, Aggregate: aggregate, FullWait: time.Second, fd: -1, lastKind: "fifo"}
+	return &CommandFile{Path: path, Append: appendToFile, Aggregate: aggregate, FullWait: time.Second, fd: -1, lastKind: "fifo",
+		retry: backoff{first: 100 * time.Millisecond, max: 5 * time.Second}}
 }
 
 // Name is "fifo" or "file" after the kind of command file last opened, so the
@@ -62,7 +62,7 @@ func (c *CommandFile) open() error {
 	if c.fd >= 0 {
 		return nil
 	}
-	if time.Now().Before(c.retryAt) {
+	if c.retry.left() > 0 {
 		return ErrBackoff
 	}
 	flags := unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
@@ -78,7 +78,7 @@ func (c *CommandFile) open() error {
 		}
 	}
 	if err != nil {
-		c.failed()
+		c.retry.failed()
 		switch err {
 		case unix.ENXIO:
 			return fmt.Errorf("%w: %s", ErrNoReader, c.Path)
@@ -96,20 +96,8 @@ func (c *CommandFile) open() error {
 		c.lastKind = "fifo"
 	}
 	c.fd = fd
-	c.backoff = 0
+	c.retry.succeeded()
 	return nil
-}
-
-// failed schedules the next open attempt with exponential back-off, so a
-// core that is down costs an open() per interval, not per result.
-func (c *CommandFile) failed() {
-	switch {
-	case c.backoff == 0:
-		c.backoff = 100 * time.Millisecond
-	case c.backoff < 5*time.Second:
-		c.backoff *= 2
-	}
-	c.retryAt = time.Now().Add(c.backoff)
 }
 
 func (c *CommandFile) closeFD() {
@@ -149,7 +137,7 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 		}
 		if err := c.writeAll(c.buf); err != nil {
 			c.closeFD()
-			c.failed()
+			c.retry.failed()
 			return done, err
 		}
 		done += n
@@ -213,7 +201,7 @@ func (c *CommandFile) write(b []byte, deadline time.Time) error {
 			}
 			reopened = true
 			c.closeFD()
-			c.retryAt = time.Time{}
+			c.retry.succeeded()
 			if err := c.open(); err != nil {
 				return err
 			}

@@ -90,8 +90,7 @@ type Gearman struct {
 	uniqLen int
 	seq     uint64
 
-	retryAt time.Time
-	backoff time.Duration
+	retry   backoff
 	lastErr error
 
 	buf   []byte
@@ -102,7 +101,7 @@ type Gearman struct {
 // NewGearman checks cfg and returns the sink; nothing is dialed before the
 // first Write, so a job server that is down does not stop the daemon.
 func NewGearman(cfg GearmanConfig) (*Gearman, error) {
-	g := &Gearman{queue: cfg.Queue, timeout: cfg.Timeout}
+	g := &Gearman{queue: cfg.Queue, timeout: cfg.Timeout, retry: backoff{first: 100 * time.Millisecond, max: 5 * time.Second}}
 	if len(cfg.Servers) == 0 {
 		return nil, fmt.Errorf("%w: no job server given", ErrGearmanConfig)
 	}
@@ -409,7 +408,7 @@ func (g *Gearman) connect() error {
 	if g.conn != nil {
 		return nil
 	}
-	if time.Now().Before(g.retryAt) {
+	if g.retry.left() > 0 {
 		return fmt.Errorf("%w: %v", ErrGearmanBackoff, g.lastErr)
 	}
 	var why []string
@@ -419,7 +418,8 @@ func (g *Gearman) connect() error {
 			why = append(why, err.Error())
 			continue
 		}
-		g.conn, g.addr, g.backoff = c, addr, 0
+		g.conn, g.addr = c, addr
+		g.retry.succeeded()
 		if g.rd == nil {
 			g.rd = bufio.NewReaderSize(c, 4096)
 		} else {
@@ -427,13 +427,7 @@ func (g *Gearman) connect() error {
 		}
 		return nil
 	}
-	switch {
-	case g.backoff == 0:
-		g.backoff = 100 * time.Millisecond
-	case g.backoff < 5*time.Second:
-		g.backoff *= 2
-	}
-	g.retryAt = time.Now().Add(g.backoff)
+	g.retry.failed()
 	g.lastErr = fmt.Errorf("%w: %s", ErrGearmanUnreachable, strings.Join(why, "; "))
 	return g.lastErr
 }

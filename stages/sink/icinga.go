@@ -111,9 +111,8 @@ type Icinga struct {
 	// back-off, the longest a result can legitimately take.
 	batchLimit time.Duration
 
-	downUntil time.Time // Write fails fast until then
-	downFor   time.Duration
-	downErr   error
+	down    backoff // Write fails fast while it lasts
+	downErr error
 
 	// scratch buffers reused across Writes (Write is never concurrent).
 	state  []itemState
@@ -201,9 +200,9 @@ func NewIcinga(cfg IcingaConfig) (*Icinga, error) {
 		MaxIdleConnsPerHost: cfg.MaxInFlight,
 		IdleConnTimeout:     icingaIdleTimeout,
 	}
-	backoff := time.Duration(0)
+	var retryWaits time.Duration
 	for i := 0; i < retries; i++ {
-		backoff += retryWait(i)
+		retryWaits += retryWait(i)
 	}
 	return &Icinga{
 		cfg:      cfg,
@@ -216,7 +215,8 @@ func NewIcinga(cfg IcingaConfig) (*Icinga, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		retries:    retries,
-		batchLimit: time.Duration(retries+1)*cfg.Timeout + backoff,
+		batchLimit: time.Duration(retries+1)*cfg.Timeout + retryWaits,
+		down:       backoff{first: icingaDownFirst, max: icingaDownMax},
 	}, nil
 }
 
@@ -438,8 +438,8 @@ func (s *Icinga) Write(items []Item) (int, error) {
 	if len(items) == 0 {
 		return 0, nil
 	}
-	if now := time.Now(); now.Before(s.downUntil) {
-		return 0, fmt.Errorf("%w for %v: %v", ErrIcingaBackoff, s.downUntil.Sub(now).Round(time.Millisecond), s.downErr)
+	if left := s.down.left(); left > 0 {
+		return 0, fmt.Errorf("%w for %v: %v", ErrIcingaBackoff, left.Round(time.Millisecond), s.downErr)
 	}
 	if cap(s.state) < len(items) {
 		s.state = make([]itemState, len(items))
@@ -473,11 +473,10 @@ func (s *Icinga) Write(items []Item) (int, error) {
 		b.err = fmt.Errorf("%w: the batch took longer than %v", ErrIcingaUnavailable, s.batchLimit)
 	}
 	if b.apiDown {
-		s.downFor = min(max(2*s.downFor, icingaDownFirst), icingaDownMax)
-		s.downUntil = time.Now().Add(s.downFor)
+		s.down.failed()
 		s.downErr = b.err
 	} else {
-		s.downFor = 0
+		s.down.succeeded()
 	}
 	if s.cfg.Rejected != nil {
 		for i, st := range s.state {
