@@ -182,3 +182,28 @@ func TestPipelineProxyUntrustedPeer(t *testing.T) {
 		t.Errorf("refused=%d connections=%d, want 1 and 0", s.Refused, s.Connections)
 	}
 }
+
+// FuzzProxyHeader: whatever a peer sends as its PROXY header, framing and
+// parsing return an error or an address, and never panic; a header found
+// complete is never longer than what was read.
+func FuzzProxyHeader(f *testing.F) {
+	f.Add([]byte("PROXY TCP4 192.0.2.7 127.0.0.1 40001 5667\r\n"))
+	f.Add([]byte("PROXY TCP6 2001:db8::7 ::1 40002 5667\r\n"))
+	f.Add([]byte("PROXY UNKNOWN\r\n"))
+	f.Add([]byte("\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00"))
+	f.Add([]byte("\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c\xc0\x00\x02\x07\x7f\x00\x00\x01\x9c\x41\x16\x23"))
+	f.Add([]byte("\r\n\r\n\x00\r\nQUIT\n\x21\x21\x00\x24" + strings.Repeat("\x01", 36)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := proxyHeaderLen(b)
+		if err != nil || n == 0 {
+			return
+		}
+		if n > len(b) {
+			t.Fatalf("header of %d bytes in %d read", n, len(b))
+		}
+		src, local, err := proxySource(b[:n])
+		if err == nil && !local && !src.IsValid() {
+			t.Fatalf("no error and no source address for %q", b[:n])
+		}
+	})
+}
