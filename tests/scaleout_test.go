@@ -196,7 +196,7 @@ func TestScaleOutHAProxyIcinga2(t *testing.T) {
 	needTool(t, haproxyBin, "haproxy")
 	shim := sourceShim(t)
 	clients := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}
-	const services = 30
+	const services = 60
 	hostOf := func(client string) string { return "node-" + strings.ReplaceAll(client, ".", "-") }
 	var hosts []Icinga2Host
 	for _, c := range append(clients, "127.0.0.9") {
@@ -298,7 +298,8 @@ func TestScaleOutHAProxyIcinga2(t *testing.T) {
 		t.Error("no server logged the refusal of 127.0.0.9 by allowed_hosts")
 	}
 
-	// The burst: server 1 is killed after its first quarter.
+	// The burst: server 1 is killed early in it, and the rest leaves enough
+	// time after HAProxy notices.
 	before := len(log)
 	var killedAt, downAt time.Time
 	down := make(chan time.Time, 1)
@@ -306,7 +307,7 @@ func TestScaleOutHAProxyIcinga2(t *testing.T) {
 		for _, c := range clients {
 			send(c, svc)
 		}
-		if svc == 10 {
+		if svc == 8 {
 			killedAt = time.Now()
 			syscall.Kill(daemons[0].Pid(), syscall.SIGKILL)
 			go func() { down <- hp.waitStatus(t, "nsca1", "DOWN", 10*time.Second) }()
