@@ -35,6 +35,11 @@ type Destination struct {
 	// command file without a spool or dump file, where overflowing could
 	// only drop.
 	Blocking bool
+	// Remote marks a destination whose first sink is a network service:
+	// once the drain is aborted (a second SIGTERM), queued results skip it
+	// and go straight to the rest of the chain, so a hung engine cannot
+	// hold the exit for retries and timeouts.
+	Remote bool
 	// Capacity bounds the results queued, in results.
 	Capacity int
 }
@@ -86,7 +91,7 @@ func (e *Emitter) Start(ctx context.Context, in <-chan sink.Item) (done <-chan s
 	ch := make(chan struct{})
 	var dispatch, workers sync.WaitGroup
 	for _, d := range e.dests {
-		run(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(d) })
+		run(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(ctx, d) })
 	}
 	run(ctx, &dispatch, "emit", func(ctx context.Context) { e.dispatch(in) })
 	go func() {
@@ -188,7 +193,7 @@ func (e *Emitter) done(b *batch) {
 
 // serve is a destination's goroutine: it writes queued batches through its
 // chain and gives held results a chance on a timer.
-func (e *Emitter) serve(d *destRunner) {
+func (e *Emitter) serve(ctx context.Context, d *destRunner) {
 	tick := time.NewTicker(flushInterval)
 	defer tick.Stop()
 	for {
@@ -198,7 +203,13 @@ func (e *Emitter) serve(d *destRunner) {
 				d.chain.finish()
 				return
 			}
-			d.chain.emit(b.items)
+			if d.Remote && ctx.Err() != nil {
+				e.stats.FellBack(d.Chain[0].Name()).Add(uint64(len(b.items)))
+				e.log.Warningf("abort:"+d.Name, "drain aborted: %d results queued for %s go to its fallback", len(b.items), d.Name)
+				d.chain.emitFrom(1, b.items)
+			} else {
+				d.chain.emit(b.items)
+			}
 			d.queued.Add(-int64(len(b.items)))
 			e.done(b)
 		case <-tick.C:

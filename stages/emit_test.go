@@ -125,3 +125,40 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 	}
 	return cond()
 }
+
+// Once the drain is aborted, results still queued for a remote destination
+// skip its (hung) sink and go to its fallback.
+func TestEmitterAbortSkipsRemote(t *testing.T) {
+	hung := &memorySink{name: "hung", gate: make(chan struct{})}
+	fallback := &memorySink{name: "dump"}
+	stats := NewStats()
+	e := NewEmitter([]Destination{
+		{Name: "remote", Chain: []sink.Sink{hung, fallback}, Capacity: 1000, Remote: true},
+	}, stats, newRateLog(time.Second, 5))
+	ctx, abort := context.WithCancel(context.Background())
+	in := make(chan sink.Item)
+	done := e.Start(ctx, in)
+	in <- sink.Item{Result: packet.Result{Host: "first"}}
+	// The first result is inside the hung sink's Write; the rest queue.
+	d := e.dests[0]
+	if !waitFor(5*time.Second, func() bool { return d.queued.Load() == 1 && len(d.queue) == 0 }) {
+		t.Fatal("the first result was not taken off the queue")
+	}
+	for i := range 10 {
+		in <- sink.Item{Result: packet.Result{Host: fmt.Sprintf("q%d", i)}}
+	}
+	close(in)
+	abort()
+	close(hung.gate) // the hung Write returns (here: delivering its one result)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the emitter did not finish after the abort")
+	}
+	if got := len(fallback.hosts()); got != 10 || len(hung.hosts()) != 1 {
+		t.Errorf("after the abort: fallback got %d, hung sink %d; want 10 and 1", got, len(hung.hosts()))
+	}
+	if fb := stats.Snapshot().FellBack["hung"]; fb != 10 {
+		t.Errorf("fell back from the hung sink: %d, want 10", fb)
+	}
+}

@@ -195,7 +195,7 @@ func Destinations(cfg *conf.Config, stats *Stats, log *rateLog) (dests []Destina
 		if err != nil {
 			return dests, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		d := Destination{Name: r.name, Chain: []sink.Sink{s}, Capacity: r.capacity}
+		d := Destination{Name: r.name, Chain: []sink.Sink{s}, Capacity: r.capacity, Remote: true}
 		dests = append(dests, d)
 		fallback, err := fallbackChain(cfg, r.fallback)
 		if err != nil {
