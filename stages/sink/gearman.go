@@ -393,6 +393,11 @@ func (g *Gearman) Write(items []Item) (int, error) {
 		}
 		g.closeConn()
 		if retried {
+			// A server that accepts but never answers (hung, or its host
+			// gone behind a proxy) would otherwise cost two timeouts per
+			// batch: back off as when none can be dialled.
+			g.retry.failed()
+			g.lastErr = err
 			return done, err
 		}
 		retried = true

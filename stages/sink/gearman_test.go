@@ -447,6 +447,14 @@ func TestGearmanWriteSilentServerTimesOut(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("Write took %v", d)
 	}
+	// The next batch does not wait for the silent server again.
+	start = time.Now()
+	if n, err := g.Write(items(3, 10)); n != 0 || !errors.Is(err, ErrGearmanBackoff) {
+		t.Errorf("Write right after = %d, %v; want 0 and ErrGearmanBackoff", n, err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("Write right after took %v; want it refused at once", d)
+	}
 }
 
 // deadAddr is a loopback address where nothing listens.
