@@ -207,3 +207,29 @@ func FuzzProxyHeader(f *testing.F) {
 		}
 	})
 }
+
+// strict_mode_spoofing judges the client behind the balancer: a result for
+// "localhost" passes from 127.0.0.1 and is dropped from 192.0.2.7, though
+// both connections come from the same balancer.
+func TestPipelineProxySpoofing(t *testing.T) {
+	ts := startServer(t, func(c *conf.Config) {
+		c.ProxyProtocol = true
+		c.ProxyProtocolTrusted = "127.0.0.1"
+		c.StrictModeSpoofing = true
+	})
+	r := packet.Result{Timestamp: uint32(time.Now().Unix()), Host: "localhost", Service: "from-loopback", Output: "OK"}
+	c := dialVia(t, ts, 0, testPassword, []byte("PROXY TCP4 127.0.0.1 127.0.0.1 40001 5667\r\n"))
+	c.sendResults(packet.Size, []packet.Result{r})
+	c.close()
+	r.Service = "from-elsewhere"
+	c = dialVia(t, ts, 0, testPassword, []byte("PROXY TCP4 192.0.2.7 127.0.0.1 40002 5667\r\n"))
+	c.sendResults(packet.Size, []packet.Result{r})
+	c.close()
+	got := ts.lines()
+	if want := []string{"PROCESS_SERVICE_CHECK_RESULT;localhost;from-loopback;0;OK"}; !slices.Equal(got, want) {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+	if d := ts.snap.Dropped[DropSpoofed]; d != 1 {
+		t.Errorf("dropped{spoofed_host} = %d, want 1", d)
+	}
+}
