@@ -63,7 +63,7 @@ var i2DefaultHosts = []Icinga2Host{
 // directory, with its API on 127.0.0.1 and a certificate for "localhost"
 // signed by a CA of the test's own.
 type Icinga2 struct {
-	t        *testing.T
+	t        testing.TB
 	dir      string
 	port     int
 	password string
@@ -84,7 +84,7 @@ type Icinga2 struct {
 // and waits until its API answers with every host. Cleanup stops it and
 // every process it started. Without icinga2 the test is skipped, or fails
 // when CI is set.
-func startIcinga2(t *testing.T, hosts ...Icinga2Host) *Icinga2 {
+func startIcinga2(t testing.TB, hosts ...Icinga2Host) *Icinga2 {
 	t.Helper()
 	if _, err := os.Stat(i2Bin); err != nil {
 		if os.Getenv("CI") != "" {
@@ -208,7 +208,7 @@ func (i *Icinga2) writeObjects() {
 
 // i2Quote quotes an object name for the Icinga DSL, whose escapes for
 // printable ASCII are those of Go.
-func i2Quote(t *testing.T, s string) string {
+func i2Quote(t testing.TB, s string) string {
 	for _, c := range s {
 		if c < 0x20 || c > 0x7e {
 			t.Fatalf("object name %q: keep test object names printable ASCII", s)
