@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -39,12 +38,7 @@ type gmGearmand struct {
 // the test is skipped, except when CI is set: there it fails.
 func gmStartGearmand(t *testing.T, port int) *gmGearmand {
 	t.Helper()
-	if _, err := os.Stat(gmGearmandPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v; scripts/deps.sh installs gearman-job-server", err)
-		}
-		t.Skipf("no gearmand (%v); install gearman-job-server to run this test", err)
-	}
+	needTool(t, gmGearmandPath, "gearman-job-server")
 	dir := t.TempDir()
 	for attempt := 1; ; attempt++ {
 		p := port
@@ -305,9 +299,7 @@ func TestGearmanFailover(t *testing.T) {
 // fallback, alternate_dump_file, as command lines. Once it is up again,
 // results go to it; every result is in exactly one of the two.
 func TestGearmanDownFallsBack(t *testing.T) {
-	if _, err := os.Stat(gmGearmandPath); err != nil && os.Getenv("CI") == "" {
-		t.Skipf("no gearmand (%v); install gearman-job-server to run this test", err)
-	}
+	needTool(t, gmGearmandPath, "gearman-job-server")
 	port := freePort(t)
 	dump := filepath.Join(t.TempDir(), "nsca.dump")
 	d, cl := startKeyed(t, 1, shortPassword, Config{"gearman_server": net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),

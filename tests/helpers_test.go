@@ -464,3 +464,17 @@ func assertSeqs(t *testing.T, lines []string, hosts []string, per int) {
 		next[h] = seq + 1
 	}
 }
+
+// needTool skips the test when path (from Debian's package pkg) is not
+// installed, or fails it when CI is set: CI installs every tool the
+// suite uses (scripts/deps.sh), so a missing one there is a broken setup,
+// not a test to skip.
+func needTool(t testing.TB, path, pkg string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s: %v; scripts/deps.sh installs %s", path, err, pkg)
+		}
+		t.Skipf("no %s (%v); install %s to run this test", path, err, pkg)
+	}
+}

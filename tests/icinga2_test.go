@@ -86,12 +86,7 @@ type Icinga2 struct {
 // when CI is set.
 func startIcinga2(t testing.TB, hosts ...Icinga2Host) *Icinga2 {
 	t.Helper()
-	if _, err := os.Stat(i2Bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s: %v; scripts/deps.sh installs icinga2", i2Bin, err)
-		}
-		t.Skipf("no Icinga 2 (%v); install icinga2 to run this test", err)
-	}
+	needTool(t, i2Bin, "icinga2")
 	if len(hosts) == 0 {
 		hosts = i2DefaultHosts
 	}

@@ -48,12 +48,7 @@ type ngNagios struct {
 // it with `nagios4 -v`. Without nagios4 the test is skipped, except in CI.
 func ngSetup(t *testing.T) *ngNagios {
 	t.Helper()
-	if _, err := os.Stat(ngNagiosBin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s: %v; scripts/deps.sh installs nagios4-core", ngNagiosBin, err)
-		}
-		t.Skipf("no Nagios Core (%v); install nagios4-core to run this test", err)
-	}
+	needTool(t, ngNagiosBin, "nagios4-core")
 	dir := t.TempDir()
 	n := &ngNagios{t: t, dir: dir, cfg: filepath.Join(dir, "nagios.cfg"), logPath: filepath.Join(dir, "nagios.log"),
 		status: filepath.Join(dir, "status.dat"), fifo: filepath.Join(dir, "nagios.cmd"), spool: filepath.Join(dir, "checkresults")}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -27,17 +26,6 @@ const statsEvery = 5 * time.Second
 // proxyLocalHeader is a PROXY v2 header with the LOCAL command: what a
 // load balancer's health check sends.
 var proxyLocalHeader = []byte("\r\n\r\n\x00\r\nQUIT\n\x20\x00\x00\x00")
-
-// needTool skips the test without path, or fails it when CI is set.
-func needTool(t *testing.T, path, pkg string) {
-	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s: %v; scripts/deps.sh installs %s", path, err, pkg)
-		}
-		t.Skipf("no %s (%v); install %s to run this test", path, err, pkg)
-	}
-}
 
 // waitProxyPort waits until a daemon with proxy_protocol=1 serves port: a
 // health check (a LOCAL header) is answered by closing. waitPort cannot
