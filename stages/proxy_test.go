@@ -157,6 +157,18 @@ func TestPipelineProxyProtocol(t *testing.T) {
 	if d := time.Since(start); d > 4*time.Second {
 		t.Errorf("a truncated header was closed after %v, want about connection_timeout=1s", d)
 	}
+	// A plain TCP check (connect, close) is a health check too; a header
+	// cut off by the close is not.
+	if conn, err := net.Dial("tcp", ts.addr); err == nil {
+		conn.Close()
+	}
+	if conn, err := net.Dial("tcp", ts.addr); err == nil {
+		conn.Write(truncated[:20])
+		conn.Close()
+	}
+	waitFor(5*time.Second, func() bool {
+		return ts.srv.Stats.HealthChecks.Load() == 2 && ts.srv.Stats.Refused.Load() == 4
+	})
 	got := ts.lines()
 	slices.Sort(got) // two connections: either may be written first
 	want := []string{"PROCESS_SERVICE_CHECK_RESULT;web1;disk;0;OK", "PROCESS_SERVICE_CHECK_RESULT;web2;disk;0;OK"}
@@ -164,8 +176,8 @@ func TestPipelineProxyProtocol(t *testing.T) {
 		t.Errorf("lines %q, want %q", got, want)
 	}
 	s := ts.snap
-	if s.Connections != 2 || s.HealthChecks != 1 || s.Refused != 3 {
-		t.Errorf("connections=%d health_checks=%d refused=%d, want 2, 1 and 3", s.Connections, s.HealthChecks, s.Refused)
+	if s.Connections != 2 || s.HealthChecks != 2 || s.Refused != 4 {
+		t.Errorf("connections=%d health_checks=%d refused=%d, want 2, 2 and 4", s.Connections, s.HealthChecks, s.Refused)
 	}
 }
 

@@ -335,9 +335,14 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 	}
 	n, err := unix.Read(c.fd, buf[:want])
 	switch {
-	case n == 0 && err == nil:
+	case n == 0 && err == nil && len(c.header) == 0:
 		// A balancer's plain TCP health check: connect, then close.
 		r.stats.HealthChecks.Add(1)
+		r.closeConn(ctx, c, out, "")
+		return false
+	case n == 0 && err == nil:
+		r.stats.Refused.Add(1)
+		r.log.Warningf(c.Peer.Addr().String(), "connection from %s closed after %d bytes of a PROXY header", c.Peer, len(c.header))
 		r.closeConn(ctx, c, out, "")
 		return false
 	case err == unix.EAGAIN || err == unix.EINTR:
