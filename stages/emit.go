@@ -73,11 +73,20 @@ type batch struct {
 func NewEmitter(dests []Destination, stats *Stats, log *rateLog) *Emitter {
 	e := &Emitter{stats: stats, log: log}
 	for _, d := range dests {
-		r := &destRunner{Destination: d, queue: make(chan *batch, max(d.Capacity, 1))}
+		r := &destRunner{Destination: d}
 		r.chain = &chainRunner{chain: d.Chain, stats: stats, log: log}
+		// The queue's channel counts batches, Capacity results. An
+		// overflowing destination checks the results queued before each
+		// send, so its channel never fills and may have a slot per result.
+		// A waiting one is bounded by the channel alone: a slot per full
+		// batch keeps it at about Capacity results, as queue_size promises.
+		slots := max(d.Capacity, 1)
 		if len(dests) > 1 && !d.Blocking {
 			r.overflow = &chainRunner{chain: d.Overflow, stats: stats, log: log}
+		} else {
+			slots = max(d.Capacity/maxBatch, 1)
 		}
+		r.queue = make(chan *batch, slots)
 		e.dests = append(e.dests, r)
 	}
 	return e

@@ -133,7 +133,8 @@ func TestEmitterAbortSkipsRemote(t *testing.T) {
 	fallback := &memorySink{name: "dump"}
 	stats := NewStats()
 	e := NewEmitter([]Destination{
-		{Name: "remote", Chain: []sink.Sink{hung, fallback}, Capacity: 1000, Remote: true},
+		// Room for the ten single-result batches the loop below queues.
+		{Name: "remote", Chain: []sink.Sink{hung, fallback}, Capacity: 16 * maxBatch, Remote: true},
 	}, stats, newRateLog(time.Second, 5))
 	ctx, abort := context.WithCancel(context.Background())
 	in := make(chan sink.Item)

@@ -76,39 +76,46 @@ func MaxConnections(cfg *conf.Config, nofile uint64) int {
 // file first and the spool if it fails (nsca_fast's behaviour; with only one
 // of them set, that one), then the alternate dump file as the last resort.
 func Chain(cfg *conf.Config) ([]sink.Sink, error) {
-	var cmd, spool sink.Sink
+	chain, err := localFallbacks(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.CommandFile != "" {
 		c := sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
 		// Worker processes share the command file: each write of lines
 		// holds a lock, so a line longer than PIPE_BUF is never interleaved.
 		c.Lock = cfg.Workers > 0
-		cmd = c
-	}
-	if cfg.CheckResultPath != "" {
-		var err error
-		if spool, err = newSpool(cfg); err != nil {
-			return nil, err
+		if cfg.CheckResultPath == "" {
+			// A full pipe means the core is alive but slow. Without a spool
+			// the only other place is the dump file, which the core never
+			// reads: wait longer for the pipe (the pipeline holds back
+			// meanwhile).
+			c.FullWait = fullWaitWithoutSpool
 		}
+		chain = append([]sink.Sink{c}, chain...)
 	}
-	if c, ok := cmd.(*sink.CommandFile); ok && spool == nil {
-		// A full pipe means the core is alive but slow. Without a spool the
-		// only other place is the dump file, which the core never reads:
-		// wait longer for the pipe (the pipeline holds back meanwhile).
-		c.FullWait = fullWaitWithoutSpool
-	}
-	var chain []sink.Sink
-	for _, s := range []sink.Sink{cmd, spool} {
-		if s != nil {
-			chain = append(chain, s)
-		}
-	}
-	if cfg.AlternateDumpFile != "" {
-		chain = append(chain, sink.NewDump(cfg.AlternateDumpFile))
-	}
-	if len(chain) == 0 {
+	if cfg.CommandFile == "" && cfg.CheckResultPath == "" {
+		closeSinks(chain)
 		return nil, fmt.Errorf("%w: no sink: set command_file or check_result_path", ErrConfig)
 	}
 	return chain, nil
+}
+
+// localFallbacks builds what takes the results the command file cannot:
+// the spool, then the dump file, each if configured.
+func localFallbacks(cfg *conf.Config) ([]sink.Sink, error) {
+	var out []sink.Sink
+	if cfg.CheckResultPath != "" {
+		s, err := newSpool(cfg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if cfg.AlternateDumpFile != "" {
+		out = append(out, sink.NewDump(cfg.AlternateDumpFile))
+	}
+	return out, nil
 }
 
 func newSpool(cfg *conf.Config) (sink.Sink, error) {
@@ -174,14 +181,14 @@ func Destinations(cfg *conf.Config, stats *Stats, log *rateLog) (dests []Destina
 		}
 		dests = append(dests, local)
 		if overflows && len(local.Chain) > 1 {
-			// The overflow skips the command file: the queue is full
+			// The overflow skips the command file (with remote sinks, the
+			// local destination exists only for it): the queue is full
 			// because the core reads it too slowly.
-			overflow, err := Chain(cfg)
+			overflow, err := localFallbacks(cfg)
 			if err != nil {
 				return dests, err
 			}
-			overflow[0].Close()
-			dests[0].Overflow, dests[0].Blocking = overflow[1:], false
+			dests[0].Overflow, dests[0].Blocking = overflow, false
 			// The core reads in bursts: only a backlog this deep, not a
 			// burst of clients, should send results past the command file.
 			dests[0].Capacity = max(cfg.QueueSize, localOverflowDepth)
@@ -217,9 +224,14 @@ func Destinations(cfg *conf.Config, stats *Stats, log *rateLog) (dests []Destina
 // closeDestinations closes the sinks of destinations that will not run.
 func closeDestinations(dests []Destination) {
 	for _, d := range dests {
-		for _, s := range append(d.Chain, d.Overflow...) {
-			s.Close()
-		}
+		closeSinks(d.Chain)
+		closeSinks(d.Overflow)
+	}
+}
+
+func closeSinks(sinks []sink.Sink) {
+	for _, s := range sinks {
+		s.Close()
 	}
 }
 
