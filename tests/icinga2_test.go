@@ -328,9 +328,6 @@ func i2Group(pgid int) []int {
 // URL is the API's base URL, by the name in its certificate.
 func (i *Icinga2) URL() string { return fmt.Sprintf("https://localhost:%d", i.port) }
 
-// Port is the API's port on 127.0.0.1.
-func (i *Icinga2) Port() int { return i.port }
-
 // User is the ApiUser allowed to post check results and query objects.
 func (i *Icinga2) User() string { return "nsca" }
 

@@ -105,9 +105,6 @@ func NewEncoder(c Cipher, init []byte, seed uint64) (*Encoder, error) {
 	return e, nil
 }
 
-// Timestamp is the server time from the init packet, which every packet echoes.
-func (e *Encoder) Timestamp() uint32 { return e.timestamp }
-
 // noise is where the random filling comes from: 1 MiB of random bytes,
 // copied from a random offset for each packet. Generating 4 KiB of fresh
 // randomness per packet would cost the generator more CPU than the daemon's

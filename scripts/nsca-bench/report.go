@@ -264,17 +264,6 @@ func printReport(w io.Writer, all []*Result, floor map[string]float64) {
 	}
 }
 
-// bestStock is the stock mode with the highest throughput for workload id.
-func bestStock(rs []*Result, id string) *Result {
-	var best *Result
-	for _, r := range rs {
-		if workloadID(r) == id && isStock(r) && (best == nil || r.ChecksPerSec > best.ChecksPerSec) {
-			best = r
-		}
-	}
-	return best
-}
-
 func verdict(ok bool) string {
 	if ok {
 		return "MET   "

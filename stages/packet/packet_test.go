@@ -21,17 +21,6 @@ func noise(seed uint64, n int) []byte {
 	return b
 }
 
-// noNUL returns n pseudo-random bytes none of which is NUL or a newline.
-func noNUL(seed uint64, n int) []byte {
-	b := noise(seed, n)
-	for i := range b {
-		if b[i] == 0 || b[i] == '\n' {
-			b[i] = 'z'
-		}
-	}
-	return b
-}
-
 func encoded(_ testing.TB, size int, r Result) []byte {
 	pkt := noise(uint64(size), size)
 	Encode(pkt, r)
