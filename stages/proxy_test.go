@@ -139,6 +139,20 @@ func TestPipelineProxyProtocol(t *testing.T) {
 	c = dialVia(t, ts, 0, testPassword, []byte("PROXY TCP4 192.0.2.8 127.0.0.1 40002 5667\r\n"))
 	c.sendResults(packet.Size, []packet.Result{r})
 	c.close()
+	// A client that sends its packet along with the header, before its
+	// init packet (possible with decryption_method=0, which ignores the
+	// IV): the bytes read with the header start the stream.
+	r.Host = "web3"
+	eager := make([]byte, packet.Size)
+	packet.Encode(eager, r)
+	if conn, err := net.Dial("tcp", ts.addr); err != nil {
+		t.Fatal(err)
+	} else {
+		conn.Write(append(proxyV2(t, proxyproto.PROXY, "192.0.2.9:40005", "127.0.0.1:5667"), eager...))
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		io.ReadFull(conn, make([]byte, packet.InitSize))
+		conn.Close()
+	}
 
 	if !closedUnanswered(t, ts, proxyV2(t, proxyproto.LOCAL, "", "")) {
 		t.Error("a LOCAL header (health check) was not closed unanswered")
@@ -171,13 +185,14 @@ func TestPipelineProxyProtocol(t *testing.T) {
 	})
 	got := ts.lines()
 	slices.Sort(got) // two connections: either may be written first
-	want := []string{"PROCESS_SERVICE_CHECK_RESULT;web1;disk;0;OK", "PROCESS_SERVICE_CHECK_RESULT;web2;disk;0;OK"}
+	want := []string{"PROCESS_SERVICE_CHECK_RESULT;web1;disk;0;OK", "PROCESS_SERVICE_CHECK_RESULT;web2;disk;0;OK",
+		"PROCESS_SERVICE_CHECK_RESULT;web3;disk;0;OK"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines %q, want %q", got, want)
 	}
 	s := ts.snap
-	if s.Connections != 2 || s.HealthChecks != 2 || s.Refused != 4 {
-		t.Errorf("connections=%d health_checks=%d refused=%d, want 2, 2 and 4", s.Connections, s.HealthChecks, s.Refused)
+	if s.Connections != 3 || s.HealthChecks != 2 || s.Refused != 4 {
+		t.Errorf("connections=%d health_checks=%d refused=%d, want 3, 2 and 4", s.Connections, s.HealthChecks, s.Refused)
 	}
 }
 

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -322,18 +321,11 @@ func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why s
 // it is complete, takes the client address from it, applies allowed_hosts
 // and greets the client. It reports whether the connection goes on to
 // client data; otherwise it is closed or still waiting for the header.
-// It reads no further than the longest header could reach, so any client
-// bytes after it stay in the socket for readConn.
+// Client bytes read along with the header are passed on as the start of
+// the stream.
 func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool {
 	var buf [proxyHeaderMax]byte
-	want := proxyHeaderMax - len(c.header)
-	if len(c.header) < 16 {
-		// Enough for either signature and v2's length; then exactly the rest.
-		want = 16 - len(c.header)
-	} else if n, err := proxyHeaderLen(c.header); err == nil && n == 0 && !bytes.HasPrefix(c.header, proxyV1Signature) {
-		want = 16 + int(binary.BigEndian.Uint16(c.header[14:16])) - len(c.header)
-	}
-	n, err := unix.Read(c.fd, buf[:want])
+	n, err := unix.Read(c.fd, buf[:proxyHeaderMax-len(c.header)])
 	switch {
 	case n == 0 && err == nil && len(c.header) == 0:
 		// A balancer's plain TCP health check: connect, then close.
@@ -393,8 +385,7 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 	c.awaitingHeader, c.header = false, nil
 	c.windowStart, c.windowBytes = time.Now().UnixNano(), c.bytesRead
 	if len(rest) > 0 {
-		// Client bytes read along with a version 1 line (a client that
-		// did not wait for its init packet): they are the stream's start.
+		// A client that did not wait for its init packet.
 		c.bytesRead += uint64(len(rest))
 		b := getChunk()
 		return send(ctx, out, chunk{conn: c, buf: shrinkChunk(b, copy(b, rest))})
