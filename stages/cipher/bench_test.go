@@ -1,0 +1,48 @@
+package cipher
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkDecrypt decrypts one 4304-byte packet per op, with the State
+// running on as on a long connection:
+// BenchmarkDecrypt/<method>-<name>/<engine>. Without cgo the libmcrypt
+// sub-benchmarks are skipped.
+func BenchmarkDecrypt(b *testing.B) {
+	for _, s := range natives {
+		b.Run(fmt.Sprintf("%d-%s", s.method, s.algorithm), func(b *testing.B) {
+			for _, engine := range []string{EngineLibmcrypt, EngineNative} {
+				b.Run(engine, func(b *testing.B) { benchDecrypt(b, engine, s.method, s.algorithm) })
+			}
+			if s.method == 14 && useAESNI {
+				b.Run("native-crypto-aes", func(b *testing.B) {
+					useAESNI = false
+					defer func() { useAESNI = true }()
+					benchDecrypt(b, EngineNative, s.method, s.algorithm)
+				})
+			}
+		})
+	}
+}
+
+func benchDecrypt(b *testing.B, engine string, method int, algorithm string) {
+	e, err := New(engine, method, algorithm, []byte("bench-password"))
+	if err != nil {
+		b.Skip(err)
+	}
+	k, err := e.NewKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer k.Close()
+	r := newRand("bench")
+	var st State
+	st.Start(e, randBytes(r, 128))
+	pkt := randBytes(r, bigPacket)
+	b.SetBytes(bigPacket)
+	b.ReportAllocs()
+	for b.Loop() {
+		k.Decrypt(&st, pkt)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build cgo
+
+package cipher
+
+// haveCgo says whether libmcrypt is built in.
+const haveCgo = true
