@@ -19,7 +19,27 @@ var (
 	ErrMissing  = errors.New("sink: command file does not exist")
 	ErrFull     = errors.New("sink: command file stayed full")
 	ErrBackoff  = errors.New("sink: command file unavailable, retrying later")
+	ErrIsDir    = errors.New("sink: command file is a directory")
 )
+
+// BackoffError is returned while attempts at the command file wait after a
+// failure; it is ErrBackoff and carries the failure that started the wait.
+type BackoffError struct{ Cause error }
+
+func (e *BackoffError) Error() string {
+	if e.Cause == nil {
+		return ErrBackoff.Error()
+	}
+	return ErrBackoff.Error() + ": " + e.Cause.Error()
+}
+
+// Unwrap makes the error both ErrBackoff and its cause for errors.Is.
+func (e *BackoffError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrBackoff}
+	}
+	return []error{ErrBackoff, e.Cause}
+}
 
 // CommandFile writes external command lines to the core's command file: a
 // FIFO normally, or a regular file that already exists (stock never creates
@@ -43,9 +63,15 @@ type CommandFile struct {
 	// goes through again: meanwhile results do not wait for it, so a slow
 	// core costs one FullWait, not one per batch, before the spool takes over.
 	congested bool
-	retry     backoff
-	buf       []byte
-	lastKind  string
+	// unreadWhenFull is what the core had not read when the pipe stayed
+	// full: congestion ends once it has read below that.
+	unreadWhenFull int
+	retry          backoff
+	// lastErr is why the command file last failed, given with ErrBackoff
+	// while attempts wait, so a log line never hides the cause.
+	lastErr  error
+	lines    lineBuf
+	lastKind string
 }
 
 // NewCommandFile returns a sink for path; nothing is opened until the first write.
@@ -63,7 +89,7 @@ func (c *CommandFile) open() error {
 		return nil
 	}
 	if c.retry.left() > 0 {
-		return ErrBackoff
+		return &BackoffError{Cause: c.lastErr}
 	}
 	flags := unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
 	if c.Append {
@@ -78,14 +104,9 @@ func (c *CommandFile) open() error {
 		}
 	}
 	if err != nil {
-		c.retry.failed()
-		switch err {
-		case unix.ENXIO:
-			return fmt.Errorf("%w: %s", ErrNoReader, c.Path)
-		case unix.ENOENT:
-			return fmt.Errorf("%w: %s", ErrMissing, c.Path)
-		}
-		return fmt.Errorf("sink: open command file %s: %w", c.Path, err)
+		err = c.openError(err)
+		c.failed(err)
+		return err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err == nil {
@@ -97,7 +118,41 @@ func (c *CommandFile) open() error {
 	}
 	c.fd = fd
 	c.retry.succeeded()
+	c.lastErr = nil
 	return nil
+}
+
+// openError names why the command file could not be opened.
+func (c *CommandFile) openError(err error) error {
+	switch err {
+	case unix.ENXIO:
+		return fmt.Errorf("%w: %s", ErrNoReader, c.Path)
+	case unix.ENOENT:
+		return fmt.Errorf("%w: %s", ErrMissing, c.Path)
+	case unix.EISDIR:
+		return fmt.Errorf("%w: %s", ErrIsDir, c.Path)
+	}
+	return fmt.Errorf("sink: open command file %s: %w", c.Path, err)
+}
+
+// Probe says, without opening anything, why the command file cannot take
+// results now (it does not exist, or is a directory), or nil; for telling
+// the operator at start where results will go.
+func (c *CommandFile) Probe() error {
+	var st unix.Stat_t
+	if err := unix.Stat(c.Path, &st); err != nil {
+		return c.openError(err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return c.openError(unix.EISDIR)
+	}
+	return nil
+}
+
+// failed starts or lengthens the back-off and remembers why.
+func (c *CommandFile) failed(err error) {
+	c.lastErr = err
+	c.retry.failed()
 }
 
 func (c *CommandFile) closeFD() {
@@ -124,92 +179,120 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 	}
 	done := 0
 	for done < len(items) {
-		c.buf = c.buf[:0]
-		n := 0
-		for done+n < len(items) {
-			before := len(c.buf)
-			c.buf = AppendCommand(c.buf, items[done+n])
-			if n > 0 && len(c.buf) > pipeBuf {
-				c.buf = c.buf[:before]
+		c.lines.reset()
+		for done+len(c.lines.ends) < len(items) {
+			c.lines.add(items[done+len(c.lines.ends)])
+			if len(c.lines.ends) > 1 && len(c.lines.b) > pipeBuf {
+				c.lines.dropLast()
 				break
 			}
-			n++
 		}
-		if err := c.writeAll(c.buf); err != nil {
+		n, err := c.writeAll(c.lines.b)
+		if err != nil {
+			if !c.isFIFO {
+				// A regular file on a full disk took part of the chunk:
+				// those lines are delivered and must not go to the next
+				// sink as well, and half a line must not stay.
+				var lines int
+				var terr error
+				if lines, terr = keepWholeLines(c.fd, &c.lines, n); terr != nil {
+					err = errors.Join(err, terr)
+				}
+				done += lines
+			}
 			c.closeFD()
-			c.retry.failed()
+			c.failed(err)
 			return done, err
 		}
-		done += n
+		done += len(c.lines.ends)
 	}
 	return done, nil
 }
 
-// writeAll writes b, waiting up to FullWait for a full pipe to drain. A
-// write of more than PIPE_BUF bytes (one long line) is not atomic, so it is
-// started only once the pipe has room for all of it, and once started it is
-// finished: giving up half-way would leave a partial line that the core
-// reads glued to the next one, and the result would be sent twice.
-func (c *CommandFile) writeAll(b []byte) error {
+// writeAll writes b, waiting up to FullWait for a full pipe to drain, and
+// returns how many bytes went out. A write of more than PIPE_BUF bytes (one
+// long line) is not atomic, so it is started only once the pipe has room
+// for all of it, and once started it is finished: giving up half-way would
+// leave a partial line that the core reads glued to the next one, and the
+// result would be sent twice.
+func (c *CommandFile) writeAll(b []byte) (int, error) {
+	if c.congested && c.isFIFO && c.unread() < c.unreadWhenFull {
+		// The core has read some of the pipe since it stayed full: it is
+		// reading again. Room left over in a pipe nobody reads is no sign of
+		// that, so a write that merely fitted does not end the congestion.
+		c.congested = false
+	}
 	wait := c.FullWait
 	if c.congested {
 		wait = 0
 	}
-	err := c.write(b, time.Now().Add(wait))
-	c.congested = errors.Is(err, ErrFull)
-	return err
+	n, err := c.write(b, time.Now().Add(wait))
+	if errors.Is(err, ErrFull) && !c.congested {
+		c.congested = true
+		c.unreadWhenFull = c.unread()
+	}
+	return n, err
 }
 
-func (c *CommandFile) write(b []byte, deadline time.Time) error {
+// unread is how many bytes of the pipe the core has not read yet; a large
+// number when that cannot be told, so that it never looks like progress.
+func (c *CommandFile) unread() int {
+	used, err := unix.IoctlGetInt(c.fd, unix.TIOCINQ)
+	if err != nil {
+		return int(^uint(0) >> 1)
+	}
+	return used
+}
+
+func (c *CommandFile) write(b []byte, deadline time.Time) (int, error) {
 	if c.isFIFO && len(b) > pipeBuf {
 		for !c.roomFor(len(b)) {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
+				return 0, fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}
 	var finishBy time.Time // once a long line is started, how long it may take
-	started := false
+	written := 0
 	reopened := false
-	for len(b) > 0 {
-		n, err := unix.Write(c.fd, b)
+	for written < len(b) {
+		n, err := unix.Write(c.fd, b[written:])
 		if n > 0 {
-			b = b[n:]
-			started = true
+			written += n
 			continue
 		}
 		switch err {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			if started && finishBy.IsZero() {
+			if written > 0 && finishBy.IsZero() {
 				finishBy = time.Now().Add(finishLongLine)
 				deadline = finishBy
 			}
 			if !c.waitWritable(deadline) {
-				if started {
-					return fmt.Errorf("%w: a long line stayed half-written for %v (the core stopped reading): %s", ErrFull, finishLongLine, c.Path)
+				if written > 0 {
+					return written, fmt.Errorf("%w: a long line stayed half-written for %v (the core stopped reading): %s", ErrFull, finishLongLine, c.Path)
 				}
-				return fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
+				return 0, fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
 			}
 		case unix.EPIPE:
 			// The reader went away between our open and this write (the core
 			// restarted): reopen once, which also finds the new reader.
-			if reopened || started {
-				return fmt.Errorf("%w: %s", ErrNoReader, c.Path)
+			if reopened || written > 0 {
+				return written, fmt.Errorf("%w: %s", ErrNoReader, c.Path)
 			}
 			reopened = true
 			c.closeFD()
 			c.retry.succeeded()
 			if err := c.open(); err != nil {
-				return err
+				return 0, err
 			}
 		default:
-			return fmt.Errorf("sink: write command file %s: %w", c.Path, err)
+			return written, fmt.Errorf("sink: write command file %s: %w", c.Path, err)
 		}
 	}
-	return nil
+	return written, nil
 }
 
 // waitWritable waits for room in the pipe until deadline; false once it passed.

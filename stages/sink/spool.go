@@ -168,10 +168,20 @@ func (s *Spool) writeOne(it Item) error {
 	}
 
 	ok, err := os.OpenFile(final+".ok", os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(s.Mode))
+	if err == nil {
+		if err = ok.Close(); err != nil {
+			os.Remove(final + ".ok")
+		}
+	}
 	if err != nil {
+		// Without its .ok the core never reads the result, and the next sink
+		// gets it instead: the file must go, or it is a second copy that a
+		// later run (or an operator's touch) would deliver again.
+		os.Remove(final)
+		s.files.unwrote(filepath.Base(final))
 		return fmt.Errorf("%w: create %s.ok: %w", ErrSpool, final, err)
 	}
-	return ok.Close()
+	return nil
 }
 
 // create makes a new file with a random name beginning with prefix. The
@@ -237,44 +247,51 @@ func (s *Spool) Close() error { return nil }
 // Dump appends command lines to alternate_dump_file, creating it if needed,
 // where stock puts results while the command file is missing.
 type Dump struct {
-	Path string
-	f    *os.File
-	buf  []byte
+	Path  string
+	fd    int
+	lines lineBuf
 }
 
 // NewDump returns a sink appending to path.
-func NewDump(path string) *Dump { return &Dump{Path: path} }
+func NewDump(path string) *Dump { return &Dump{Path: path, fd: -1} }
 
 // Name identifies the sink in counters and logs.
 func (d *Dump) Name() string { return "dump_file" }
 
-// Write appends the lines for items in one write.
+// Write appends the lines for items in one write. On a full disk it
+// reports the lines that are in the file whole and cuts off a partial one,
+// so counters match the file and no line is glued to the next.
 func (d *Dump) Write(items []Item) (int, error) {
-	if d.f == nil {
-		f, err := os.OpenFile(d.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
+	if d.fd < 0 {
+		fd, err := unix.Open(d.Path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o666)
 		if err != nil {
-			return 0, fmt.Errorf("sink: alternate dump file: %w", err)
+			return 0, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
 		}
-		d.f = f
+		d.fd = fd
 	}
-	d.buf = d.buf[:0]
+	d.lines.reset()
 	for _, it := range items {
-		d.buf = AppendCommand(d.buf, it)
+		d.lines.add(it)
 	}
-	if _, err := d.f.Write(d.buf); err != nil {
-		d.f.Close()
-		d.f = nil
-		return 0, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
+	// Several writers append to one dump file (the fallback and the overflow
+	// of one process, and every worker process): the lock keeps anyone from
+	// appending between a short write and the cut of its partial line.
+	if err := unix.Flock(d.fd, unix.LOCK_EX); err == nil {
+		defer unix.Flock(d.fd, unix.LOCK_UN)
 	}
-	return len(items), nil
+	n, err := writeLines(d.fd, &d.lines)
+	if err != nil {
+		return n, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
+	}
+	return n, nil
 }
 
 // Close closes the dump file.
 func (d *Dump) Close() error {
-	if d.f == nil {
+	if d.fd < 0 {
 		return nil
 	}
-	err := d.f.Close()
-	d.f = nil
+	err := unix.Close(d.fd)
+	d.fd = -1
 	return err
 }
