@@ -1,7 +1,11 @@
 package stages
 
 import (
+	"errors"
+	"strings"
 	"time"
+
+	"github.com/golang/glog"
 
 	"nsca_fast/stages/sink"
 )
@@ -14,6 +18,78 @@ type chainRunner struct {
 	stats *Stats
 	log   *rateLog
 	held  int // what this chain's holding sinks last reported, in Stats.Held
+	// failing holds, per sink name, the cause last logged for results
+	// passing it by: a sink that keeps failing for the same reason (a
+	// command file that does not exist) is reported once, not per batch,
+	// and again when the reason changes or after it worked again.
+	failing map[string]string
+}
+
+// probingSink can tell before any write why it cannot take results (the
+// command file does not exist yet).
+type probingSink interface {
+	sink.Sink
+	Probe() error
+}
+
+// announce tells the operator at start where results go while a sink
+// cannot take them, and remembers it as logged.
+func (r *chainRunner) announce() {
+	for i, s := range r.chain {
+		p, ok := s.(probingSink)
+		if !ok || i+1 >= len(r.chain) {
+			continue
+		}
+		if err := p.Probe(); err != nil {
+			glog.Infof("%v: results go to %s until it can be used", err, target(r.chain[i+1]))
+			r.noteFailing(s, err)
+		}
+	}
+}
+
+// target names where a sink puts results, for log lines.
+func target(s sink.Sink) string {
+	switch s := s.(type) {
+	case *sink.Dump:
+		return s.Path
+	case *sink.Spool:
+		return s.Dir
+	case *sink.CommandFile:
+		return s.Path
+	}
+	return s.Name()
+}
+
+// causeOf is the reason behind err: while a sink backs off, the failure
+// that started the back-off.
+func causeOf(err error) string {
+	var b *sink.BackoffError
+	if errors.As(err, &b) && b.Cause != nil {
+		return b.Cause.Error()
+	}
+	return err.Error()
+}
+
+// noteFailing records that s fails for err and reports whether that cause
+// is new, so worth a log line.
+func (r *chainRunner) noteFailing(s sink.Sink, err error) bool {
+	if r.failing == nil {
+		r.failing = map[string]string{}
+	}
+	cause := causeOf(err)
+	if r.failing[s.Name()] == cause {
+		return false
+	}
+	r.failing[s.Name()] = cause
+	return true
+}
+
+// noteWorking records that s took results, reporting the end of a failure.
+func (r *chainRunner) noteWorking(s sink.Sink) {
+	if cause, ok := r.failing[s.Name()]; ok {
+		delete(r.failing, s.Name())
+		glog.Infof("%s takes results again (it failed with: %s)", target(s), cause)
+	}
 }
 
 // holdingSink is a sink that can hold results back for a while: the spool
@@ -91,6 +167,7 @@ func (r *chainRunner) emit(items []sink.Item) { r.emitFrom(0, items) }
 // counted as emitted only once written.
 func (r *chainRunner) emitFrom(first int, items []sink.Item) {
 	rest := items
+	var causes []string // why each sink refused what reached it, for the drop lines
 	for i := min(first, len(r.chain)); i < len(r.chain); i++ {
 		s := r.chain[i]
 		if len(rest) == 0 {
@@ -119,20 +196,30 @@ func (r *chainRunner) emitFrom(first int, items []sink.Item) {
 			r.stats.Emitted(s.Name()).Add(uint64(written))
 		}
 		rest = rest[n:]
+		if written > 0 && err == nil {
+			r.noteWorking(s)
+		}
 		if err != nil {
 			r.stats.SinkErrors(s.Name()).Add(1)
+			if len(rest) > 0 {
+				causes = append(causes, s.Name()+": "+err.Error())
+			}
 		}
 		if len(rest) > 0 && i+1 < len(r.chain) {
 			r.stats.FellBack(s.Name()).Add(uint64(len(rest)))
-			if err != nil {
-				r.log.Warningf("sink:"+s.Name(), "%d results not written to %s, trying the next sink: %v", len(rest), s.Name(), err)
+			if err != nil && r.noteFailing(s, err) {
+				r.log.Warningf("sink:"+s.Name(), "%d results not written to %s, trying %s: %v", len(rest), s.Name(), target(r.chain[i+1]), err)
 			}
 		}
 	}
 	if len(rest) > 0 {
 		r.stats.DroppedInSink(DropSink, len(rest))
+		cause := strings.Join(causes, "; ")
+		if cause == "" {
+			cause = "no sink is configured"
+		}
 		for _, it := range rest {
-			r.log.Warningf("sink:drop", "dropped check host=%q service=%q: no sink could take it", it.Result.Host, it.Result.Service)
+			r.log.Warningf("sink:drop", "dropped check host=%q service=%q: no sink could take it: %s", it.Result.Host, it.Result.Service, cause)
 		}
 	}
 }

@@ -100,6 +100,7 @@ func (e *Emitter) Start(ctx context.Context, in <-chan sink.Item) (done <-chan s
 	ch := make(chan struct{})
 	var dispatch, workers sync.WaitGroup
 	for _, d := range e.dests {
+		d.chain.announce() // before its goroutine owns the chain
 		run(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(ctx, d) })
 	}
 	run(ctx, &dispatch, "emit", func(ctx context.Context) { e.dispatch(in) })

@@ -22,6 +22,9 @@ type rateEntry struct {
 	start      time.Time
 	lines      int
 	suppressed int
+	// flushing is set while a timer is due to report the suppressed count
+	// at the end of the window, for a burst that nothing follows.
+	flushing bool
 }
 
 // maxRateKeys bounds the limiter's memory under a flood of distinct peers.
@@ -48,6 +51,10 @@ func (l *rateLog) Warningf(key, format string, args ...any) {
 	}
 	if e.lines >= l.burst {
 		e.suppressed++
+		if !e.flushing {
+			e.flushing = true
+			time.AfterFunc(e.start.Add(l.window).Sub(now), func() { l.flush(key, e) })
+		}
 		l.mu.Unlock()
 		return
 	}
@@ -57,7 +64,44 @@ func (l *rateLog) Warningf(key, format string, args ...any) {
 	l.mu.Unlock()
 	msg := fmt.Sprintf(format, args...)
 	if suppressed > 0 {
-		msg += fmt.Sprintf(" (%d similar lines for %s suppressed)", suppressed, key)
+		msg += suppressedNote(suppressed, key)
 	}
 	glog.WarningDepth(1, msg)
+}
+
+func suppressedNote(n int, key string) string {
+	return fmt.Sprintf(" (%d similar lines for %s suppressed)", n, key)
+}
+
+// flush reports what e suppressed in the window that just ended, unless a
+// line that got through has reported it already.
+func (l *rateLog) flush(key string, e *rateEntry) {
+	l.mu.Lock()
+	n := e.suppressed
+	e.suppressed, e.flushing = 0, false
+	l.mu.Unlock()
+	if n > 0 {
+		glog.Warningf("rate limit: the window ended%s", suppressedNote(n, key))
+	}
+}
+
+// Flush reports every count still suppressed, for a pipeline that ends
+// before its windows do.
+func (l *rateLog) Flush() {
+	l.mu.Lock()
+	type pending struct {
+		key string
+		n   int
+	}
+	var out []pending
+	for k, e := range l.keys {
+		if e.suppressed > 0 {
+			out = append(out, pending{k, e.suppressed})
+			e.suppressed = 0
+		}
+	}
+	l.mu.Unlock()
+	for _, p := range out {
+		glog.Warningf("rate limit: at exit%s", suppressedNote(p.n, p.key))
+	}
 }
