@@ -19,6 +19,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors, wrapped by every error this package returns, so that
@@ -92,6 +94,7 @@ type Config struct {
 	AllowedHosts      string // allowed_hosts; "" = everyone, see AllowedPrefixes
 	SpoolFileMode     uint32 // spool_file_mode, permission bits
 	MetricsAddress    string // metrics_address; "" = no metrics endpoint
+	StatsInterval     int    // stats_interval, seconds; 0 = no statistics lines
 
 	// Scaling out.
 
@@ -239,6 +242,9 @@ func (c *Config) Validate() error {
 	if err := c.validateRemote(); err != nil {
 		return err
 	}
+	if err := c.checkPaths(); err != nil {
+		return err
+	}
 	if c.CheckResultPathMaxFiles > 0 && c.CheckResultPath == "" {
 		return fmt.Errorf("conf: %s: check_result_path_max_files=%d caps a spool that is not configured: "+
 			"set check_result_path or remove the cap: %w",
@@ -252,6 +258,62 @@ func (c *Config) Validate() error {
 			c.where("max_packet_age_enabled"), ErrConflict)
 	}
 	return nil
+}
+
+// Reasons a path option names something the daemon cannot use.
+var (
+	errIsDir  = errors.New("is a directory, not the core's FIFO or a regular file")
+	errNotDir = errors.New("is not a directory")
+)
+
+// checkPaths refuses what the daemon would start with and then silently
+// fail on at every result: a command_file that is a directory (a FIFO or a
+// file that does not exist yet is fine: the core may create it later), and a
+// check_result_path that does not exist, is no directory or cannot be
+// written. --check-config and the daemon say the same, with the line. Under
+// nsca_chroot the paths resolve only once the daemon is inside it, so it
+// checks them there (see PathError).
+func (c *Config) checkPaths() error {
+	if c.Chroot != "" {
+		return nil
+	}
+	if c.CommandFile != "" {
+		if st, err := os.Stat(c.CommandFile); err == nil && st.IsDir() {
+			return c.PathError("command_file", errIsDir)
+		}
+	}
+	if c.CheckResultPath != "" {
+		if err := usableDir(c.CheckResultPath); err != nil {
+			return c.PathError("check_result_path", err)
+		}
+	}
+	return nil
+}
+
+// usableDir says why results cannot be created in dir, as the user the
+// check runs as; access(2) also sees a read-only file system.
+func usableDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return errNotDir
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("cannot create files in it: %w", err)
+	}
+	return nil
+}
+
+// PathError reports that the path option name cannot be used, for err, in
+// the shape of every configuration error: file, line, option and value.
+func (c *Config) PathError(name string, err error) error {
+	value := ""
+	if o := byName[name]; o != nil {
+		value = show(o.kind.text(c))
+	}
+	return fmt.Errorf("conf: %s: %s=%s: %w: %w", c.where(name), name, value, err, ErrBadValue)
 }
 
 // Dump returns the effective configuration as name=value lines in table

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // dumpValue returns the value Dump shows for name, so that one generic check
@@ -34,6 +36,7 @@ func TestDefault(t *testing.T) {
 		DecryptionMode:         1,
 		MaxChecksPerConnection: 5000,
 		ConnectionTimeout:      10,
+		StatsInterval:          5,
 		ReaderThreads:          1,
 		QueueSize:              128,
 		SpoolFileMode:          0o600,
@@ -147,6 +150,8 @@ func TestOptionValues(t *testing.T) {
 		"check_result_path_max_files": {ok("0", "0"), ok("100000", "100000"), bad("-1", "cannot be negative"),
 			bad("1k", notInt)},
 		"dir_stats": boolCases,
+		"stats_interval": {ok("0", "0"), ok("86400", "86400"), bad("86401", "stats_interval=86401 cannot be greater than 86400"),
+			bad("-1", "stats_interval=-1 cannot be negative")},
 		"connection_timeout": {ok("1", "1"), ok("3600", "3600"), bad("0", "connection_timeout=0 must be at least 1:"),
 			bad("3601", "cannot be greater than 3600 seconds"), bad("10s", notInt)},
 		"max_connections": {ok("0", "0"), ok("20000", "20000"), bad("-1", "cannot be negative"), bad("1.5", notInt)},
@@ -278,6 +283,7 @@ queue_size=10
 allowed_hosts=10.0.0.0/8
 spool_file_mode=0640
 metrics_address=127.0.0.1:9667
+stats_interval=17
 proxy_protocol=1
 proxy_protocol_trusted=127.0.0.1
 icinga2_api_url=https://icinga:5665
@@ -312,7 +318,7 @@ gearman_fallback=spool
 		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, ThreadsPerWorker: 4,
 		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: true,
 		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",
-		SpoolFileMode: 0o640, MetricsAddress: "127.0.0.1:9667",
+		SpoolFileMode: 0o640, MetricsAddress: "127.0.0.1:9667", StatsInterval: 17,
 		ProxyProtocol: true, ProxyProtocolTrusted: "127.0.0.1", Icinga2URL: "https://icinga:5665", Icinga2User: "nsca",
 		Icinga2Password: "ipw", Icinga2ClientCert: "/c.crt", Icinga2ClientKey: "/c.key", Icinga2CAFile: "/ca.crt",
 		Icinga2MaxInFlight: 11, Icinga2Timeout: 12, Icinga2Retries: 13, Icinga2QueueSize: 14, Icinga2Fallback: "dump",
@@ -503,7 +509,32 @@ func TestDump(t *testing.T) {
 	}
 }
 
+// readOnlyDir returns a directory the test cannot create files in: mode
+// 0555 for a user, a read-only tmpfs for root (who ignores the mode), or ""
+// when root cannot mount one here.
+func readOnlyDir(t *testing.T) string {
+	dir := t.TempDir()
+	if os.Getuid() != 0 {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+		return dir
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY, "size=64k"); err != nil {
+		t.Logf("no read-only check_result_path case: mount tmpfs: %v", err)
+		return ""
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
 func TestValidate(t *testing.T) {
+	spool := t.TempDir()
+	if err := os.WriteFile(filepath.Join(spool, "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := readOnlyDir(t)
 	cases := []struct {
 		name     string
 		file     string
@@ -514,6 +545,15 @@ func TestValidate(t *testing.T) {
 		{name: "command file", file: "command_file=/c"},
 		{name: "spool only", file: "check_result_path=/s\ncheck_result_path_max_files=10"},
 		{name: "both sinks", file: "command_file=/c\ncheck_result_path=/s"},
+		{name: "command_file a directory", file: "check_result_path=/s\ncommand_file=/s", sentinel: ErrBadValue,
+			msg: "conf: v.cfg:2: command_file=" + spool + ": is a directory"},
+		{name: "check_result_path missing", file: "command_file=/c\ncheck_result_path=/s/missing", sentinel: ErrBadValue,
+			msg: "conf: v.cfg:2: check_result_path=" + spool + "/missing: stat " + spool + "/missing: no such file"},
+		{name: "check_result_path a file", file: "command_file=/c\ncheck_result_path=/s/file", sentinel: ErrBadValue,
+			msg: "conf: v.cfg:2: check_result_path=" + spool + "/file: is not a directory"},
+		{name: "check_result_path read-only", file: "command_file=/c\ncheck_result_path=" + readOnly, sentinel: ErrBadValue,
+			msg: "conf: v.cfg:2: check_result_path=" + readOnly + ": cannot create files in it"},
+		{name: "paths inside nsca_chroot", file: "nsca_chroot=/x\ncommand_file=/s\ncheck_result_path=/s/missing"},
 		{name: "age enabled", file: "command_file=/c\nmax_packet_age_enabled=1\nmax_packet_age=5"},
 		{name: "no sink", file: "debug=1", sentinel: ErrConflict,
 			msg: "conf: v.cfg: no sink: set command_file, check_result_path, icinga2_api_url or gearman_server: conflicting options"},
@@ -555,7 +595,10 @@ func TestValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Parse("v.cfg", []byte(c.file))
+			if strings.HasSuffix(c.file, "check_result_path=") {
+				t.Skip("no read-only directory here")
+			}
+			cfg, err := Parse("v.cfg", []byte(strings.ReplaceAll(c.file, "=/s", "="+spool)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -779,8 +822,9 @@ func TestRemoteSinkRoles(t *testing.T) {
 		{"gearman_server=g:1\ngearman_encryption=0\ngearman_fallback=none\ncheck_result_path=/s", false, true, FallbackSpool, FallbackNone},
 		{"gearman_server=g:1\ngearman_encryption=0", false, true, FallbackNone, FallbackNone},
 	}
+	spool := t.TempDir() // Validate checks that check_result_path can be written
 	for _, c := range cases {
-		cfg, err := Parse("r.cfg", []byte(c.file))
+		cfg, err := Parse("r.cfg", []byte(strings.ReplaceAll(c.file, "check_result_path=/s", "check_result_path="+spool)))
 		if err == nil {
 			err = cfg.Validate()
 		}

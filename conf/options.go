@@ -149,6 +149,11 @@ var options = []option{
 		doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers). " +
 			"Empty: off."},
 
+	{name: "stats_interval", def: "5", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.StatsInterval }, 0, 86400, " seconds"),
+		doc: "Seconds between statistics lines in the log, 0..86400; a line is skipped when no counter " +
+			"changed since the last one. 0: no statistics lines (the final one at exit stays)."},
+
 	// Scaling out: a load balancer in front, distributed engines behind.
 	{name: "proxy_protocol", def: "0", origin: originNew,
 		kind: boolean(func(c *Config) *bool { return &c.ProxyProtocol }),

@@ -23,8 +23,8 @@ var ErrConfig = errors.New("stages: config")
 // emit. New builds it, Run serves until Shutdown or Abort, in the manner of
 // nsq's nsqd.
 type Server struct {
-	// LogStats logs the statistics line every 5 seconds; a worker process
-	// leaves that to its supervisor, which sums all workers.
+	// LogStats logs the statistics line every stats_interval seconds; a
+	// worker process leaves that to its supervisor, which sums all workers.
 	LogStats bool
 
 	cfg      *conf.Config
@@ -44,6 +44,7 @@ type Server struct {
 
 // Settings derived from the config that are not options of their own.
 const (
+	// statsInterval is stats_interval's default, for ReportStats.
 	statsInterval        = 5 * time.Second
 	shutdownGrace        = 2 * time.Second
 	fullWaitWithoutSpool = 10 * time.Second
@@ -82,6 +83,12 @@ func Chain(cfg *conf.Config) ([]sink.Sink, error) {
 	}
 	if cfg.CommandFile != "" {
 		c := sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
+		// conf refuses this too, but not under nsca_chroot, where the path
+		// means something only now.
+		if err := c.Probe(); errors.Is(err, sink.ErrIsDir) {
+			closeSinks(chain)
+			return nil, fmt.Errorf("%w: %w", ErrConfig, cfg.PathError("command_file", err))
+		}
 		// Worker processes share the command file: each write of lines
 		// holds a lock, so a line longer than PIPE_BUF is never interleaved.
 		c.Lock = cfg.Workers > 0
@@ -121,7 +128,9 @@ func localFallbacks(cfg *conf.Config) ([]sink.Sink, error) {
 func newSpool(cfg *conf.Config) (sink.Sink, error) {
 	s := sink.NewSpool(cfg.CheckResultPath, cfg.SpoolFileMode)
 	if err := s.Writable(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		// In the words of --check-config, which checked it as the user
+		// running it; here it is checked as nsca_user, inside nsca_chroot.
+		return nil, fmt.Errorf("%w: %w", ErrConfig, cfg.PathError("check_result_path", err))
 	}
 	return s.Capped(cfg.CheckResultPathMaxFiles, max(cfg.QueueSize, 1)), nil
 }
@@ -338,19 +347,36 @@ func (s *Server) run(inetdFD int) error {
 
 	stop := make(chan struct{})
 	if s.LogStats {
-		go ReportStats(s.Stats.Snapshot, stop)
+		go ReportStatsEvery(s.Stats.Snapshot, StatsInterval(cfg), stop)
 	}
 	<-done
 	close(stop)
+	s.log.Flush()
 	snap := s.Stats.Snapshot()
 	glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
 	return nil
 }
 
-// ReportStats logs the statistics line from snapshot every 5 seconds until
-// stop is closed; the supervisor uses it with the sum over its workers.
+// StatsInterval is stats_interval as a duration; 0 means no statistics lines.
+func StatsInterval(cfg *conf.Config) time.Duration {
+	return time.Duration(cfg.StatsInterval) * time.Second
+}
+
+// ReportStats logs the statistics line from snapshot every 5 seconds (the
+// default of stats_interval) until stop is closed.
 func ReportStats(snapshot func() Snapshot, stop <-chan struct{}) {
-	t := time.NewTicker(statsInterval)
+	ReportStatsEvery(snapshot, statsInterval, stop)
+}
+
+// ReportStatsEvery logs the statistics line from snapshot every interval
+// until stop is closed, skipping a line when no counter changed since the
+// last one logged, so an idle daemon does not fill syslog; the supervisor
+// uses it with the sum over its workers. An interval of 0 logs nothing.
+func ReportStatsEvery(snapshot func() Snapshot, interval time.Duration, stop <-chan struct{}) {
+	if interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	prev, last := snapshot(), time.Now()
 	for {
@@ -359,6 +385,9 @@ func ReportStats(snapshot func() Snapshot, stop <-chan struct{}) {
 			return
 		case now := <-t.C:
 			snap := snapshot()
+			if snap.Line(snap, 0) == prev.Line(prev, 0) {
+				continue
+			}
 			glog.Infof("statistics: %s", snap.Line(prev, now.Sub(last).Seconds()))
 			prev, last = snap, now
 		}
