@@ -227,14 +227,26 @@ func (d *decrypter) decrypt(c *Conn, dst, src []byte) error {
 // only validation knows whether an earlier packet was rejected (then the
 // tail is no check of its own).
 func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- Packet) {
-	if c.curN > 0 && !c.discard {
+	if why == "" {
+		why = "client closed"
+	}
+	switch {
+	case c.curN == 0 || c.discard:
+	case c.bytesRead == uint64(c.curN):
+		// Every byte the connection sent is in this unfinished packet: it
+		// never sent one whole packet (a slowloris, a port scanner, garbage).
+		// That is a connection that failed, not a check that was lost, so it
+		// is not counted as received. bytesRead is the read stage's, final
+		// once it sent the last chunk, which came before this call.
+		d.stats.Incomplete.Add(1)
+		if why != "timeout" { // the read stage has logged a timeout already
+			d.log.Warningf(c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
+		}
+	default:
 		d.stats.Received.Add(1)
 		size := c.packetSize
 		if size == 0 {
 			size = packet.LegacySize
-		}
-		if why == "" {
-			why = "client closed"
 		}
 		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.curN, Want: size, Why: why}})
 	}

@@ -32,6 +32,10 @@ type Stats struct {
 	// Refused counts connections closed before the init packet (limits,
 	// access, a missing or bad PROXY header).
 	Refused atomic.Uint64
+	// Incomplete counts connections that ended (closed by the client, timed
+	// out) before they sent one whole packet: slowloris clients, scanners,
+	// garbage. They carried no check, so they are not counted as received.
+	Incomplete atomic.Uint64
 	// HealthChecks counts a load balancer's own connections (a PROXY LOCAL
 	// header), closed without an init packet and not counted as refused.
 	HealthChecks atomic.Uint64
@@ -98,7 +102,7 @@ func (s *Stats) FellBack(sink string) *atomic.Uint64 { return s.counter(s.fellBa
 // Snapshot is a consistent-enough copy of the counters for logging and tests.
 type Snapshot struct {
 	Connections, Refused, Received uint64
-	HealthChecks                   uint64
+	HealthChecks, Incomplete       uint64
 	Open, Held                     int64
 	Chunks, BytesRead, Validated   uint64
 	DecryptNanos                   uint64
@@ -116,6 +120,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Connections:  s.Connections.Load(),
 		Refused:      s.Refused.Load(),
 		HealthChecks: s.HealthChecks.Load(),
+		Incomplete:   s.Incomplete.Load(),
 		Received:     s.Received.Load(),
 		Open:         s.Open.Load(),
 		Held:         s.Held.Load(),
@@ -184,8 +189,8 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 	if seconds > 0 {
 		rate = float64(s.Connections-prev.Connections) / seconds
 	}
-	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, health_checks=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}, fell_back{%s}",
-		rate, s.Connections, s.Open, s.Refused, s.HealthChecks, s.Received, s.TotalEmitted(), s.TotalDropped(), s.Queued(), s.Held,
+	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, incomplete=%d, health_checks=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}, fell_back{%s}",
+		rate, s.Connections, s.Open, s.Refused, s.Incomplete, s.HealthChecks, s.Received, s.TotalEmitted(), s.TotalDropped(), s.Queued(), s.Held,
 		formatCounts(s.Emitted), formatCounts(s.Dropped), formatCounts(s.FellBack))
 }
 
@@ -194,6 +199,7 @@ func (s *Snapshot) Add(o Snapshot) {
 	s.Connections += o.Connections
 	s.Refused += o.Refused
 	s.HealthChecks += o.HealthChecks
+	s.Incomplete += o.Incomplete
 	s.Received += o.Received
 	s.Open += o.Open
 	s.Held += o.Held

@@ -630,8 +630,8 @@ func TestRelAccounting(t *testing.T) {
 				return "no " + reason + " counted yet"
 			}
 		}
-		if m[`nsca_results_dropped_total{reason="short_packet"}`] < 2 {
-			return "fewer than 2 short packets counted yet"
+		if m[`nsca_results_dropped_total{reason="short_packet"}`] < 1 || m["nsca_connections_incomplete_total"] < 1 {
+			return "the short packet or the one-byte connection not counted yet"
 		}
 		return ""
 	})
@@ -650,9 +650,13 @@ func TestRelAccounting(t *testing.T) {
 	}
 	// The wrong password's stream after its first packet, and the good
 	// packets after the bad CRC, are not short packets (see also
-	// TestRelAfterRejectReason).
-	if dr.dropped["short_packet"] != 2 || dr.dropped["bad_crc"] != 1 || dr.dropped["bad_version"] != 1 {
-		t.Errorf("want dropped short_packet=2, bad_crc=1, bad_version=1 (after_reject as many as were read): %s", dr.line)
+	// TestRelAfterRejectReason); the one-byte connection carried no check:
+	// it is an incomplete connection.
+	if dr.dropped["short_packet"] != 1 || dr.dropped["bad_crc"] != 1 || dr.dropped["bad_version"] != 1 {
+		t.Errorf("want dropped short_packet=1, bad_crc=1, bad_version=1 (after_reject as many as were read): %s", dr.line)
+	}
+	if got := m["nsca_connections_incomplete_total"]; got != 1 || !strings.Contains(dr.line, "incomplete=1,") {
+		t.Errorf("nsca_connections_incomplete_total = %v, want 1, and incomplete=1 in the final line: %s", got, dr.line)
 	}
 	relCheckDropLogs(t, d.Stderr(), dr.dropped, `127\.0\.0\.\d+:\d+`)
 	// Each reason names the very peer that caused it.
@@ -660,7 +664,7 @@ func TestRelAccounting(t *testing.T) {
 		`closing connection from 127\.0\.0\.1:\d+: dropped packet 1: packet: bad version`,
 		`closing connection from 127\.0\.0\.21:\d+: dropped packet 1: packet: bad crc32`,
 		`dropped short packet from 127\.0\.0\.22:\d+: connection ended \(client closed\) after 2152 of 4304 bytes`,
-		`dropped short packet from 127\.0\.0\.23:\d+: connection ended \(client closed\) after 1 of 720 bytes`,
+		`connection from 127\.0\.0\.23:\d+ ended \(client closed\) after 1 bytes, before a whole packet`,
 	} {
 		if len(grepLines(d.Stderr(), regexp.MustCompile(want))) == 0 {
 			t.Errorf("no log line matches %q", want)
@@ -728,7 +732,9 @@ func TestRelMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A bad CRC, a version 2 packet, a short packet: one connection each.
+	// A bad CRC, a version 2 packet, and 100 bytes of a packet: one
+	// connection each. The last never sent a whole packet: it counts as an
+	// incomplete connection, not as a check.
 	r := dialRaw(t, d.Port, "127.0.0.32")
 	p := relPlain(3, 0, "m4", "svc", "crc", r.ts)
 	p[4] ^= 1
@@ -753,13 +759,14 @@ func TestRelMetrics(t *testing.T) {
 	want := map[string]float64{
 		"nsca_connections_total":                            6,
 		"nsca_connections_refused_total":                    1,
+		"nsca_connections_incomplete_total":                 1,
 		`nsca_results_emitted_total{sink="fifo"}`:           4,
 		`nsca_results_dropped_total{reason="bad_crc"}`:      1,
 		`nsca_results_dropped_total{reason="bad_version"}`:  1,
-		`nsca_results_dropped_total{reason="short_packet"}`: 1,
+		`nsca_results_dropped_total{reason="short_packet"}`: 0,
 		`nsca_packets_total{result="emitted"}`:              4,
-		`nsca_packets_total{result="dropped"}`:              3,
-		`nsca_stage_items_total{stage="decrypt"}`:           7,
+		`nsca_packets_total{result="dropped"}`:              2,
+		`nsca_stage_items_total{stage="decrypt"}`:           6,
 		`nsca_stage_items_total{stage="validate"}`:          4,
 		"nsca_read_bytes_total":                             4*packetSize + packetSize + legacyPacketSize + 100,
 	}
@@ -774,7 +781,8 @@ func TestRelMetrics(t *testing.T) {
 	}
 	// Wait until everything is counted, then compare.
 	after := relMetricsBalanced(t, metrics, func(m map[string]float64) string {
-		if m[`nsca_stage_items_total{stage="decrypt"}`]-before[`nsca_stage_items_total{stage="decrypt"}`] < 7 ||
+		if m[`nsca_stage_items_total{stage="decrypt"}`]-before[`nsca_stage_items_total{stage="decrypt"}`] < 6 ||
+			m["nsca_connections_incomplete_total"]-before["nsca_connections_incomplete_total"] < 1 ||
 			m["nsca_connections_refused_total"]-before["nsca_connections_refused_total"] < 1 {
 			return "not everything counted yet: " + strings.Join(differences(m), "; ")
 		}
