@@ -2,7 +2,6 @@ package cipher
 
 import (
 	gocipher "crypto/cipher"
-	"crypto/des"
 	"fmt"
 	"slices"
 )
@@ -30,8 +29,8 @@ type nativeSpec struct {
 // natives are the methods with a native engine, keyed exactly as NSCA keys
 // libmcrypt (checked bit for bit by the tests and by SelfTest).
 var natives = []nativeSpec{
-	{2, "des", 8, 8, newDESBulk},
-	{3, "tripledes", 24, 8, newTripleDESBulk},
+	{2, "des", 8, 8, newDESBulkNative},
+	{3, "tripledes", 24, 8, newTripleDESBulkNative},
 	{14, "rijndael-128", 32, 16, newAESBulk},
 }
 
@@ -155,7 +154,8 @@ func (k *nativeKey) Close() {
 	}
 }
 
-// blockBulk is the plain way: one Encrypt call of a crypto/cipher.Block per byte.
+// blockBulk is the plain way, one Encrypt call of a crypto/cipher.Block per
+// byte: AES without AES-NI.
 type blockBulk struct {
 	b  gocipher.Block
 	bs int
@@ -173,19 +173,3 @@ func (g *blockBulk) tail(buf []byte) {
 
 // wipe drops the reference; crypto/* offers no way to clear its schedule.
 func (g *blockBulk) wipe() { g.b = nil; clear(g.ks[:]) }
-
-func newDESBulk(key []byte) (bulk, error) {
-	b, err := des.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return &blockBulk{b: b, bs: 8}, nil
-}
-
-func newTripleDESBulk(key []byte) (bulk, error) {
-	b, err := des.NewTripleDESCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return &blockBulk{b: b, bs: 8}, nil
-}
