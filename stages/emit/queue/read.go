@@ -1,0 +1,227 @@
+package queue
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Peek returns up to n of the oldest unacknowledged records, reading them
+// from disk as needed, without waiting: none when the queue is empty
+// (wait on Ready). Peek again without Ack returns the same records first.
+// The slice is valid until the next Peek or Ack; the records' Data stays
+// valid. Damaged records met on the way are skipped and counted.
+func (q *Queue) Peek(n int) ([]Record, error) {
+	q.rmu.Lock()
+	defer q.rmu.Unlock()
+	if q.r.closed {
+		return nil, ErrClosed
+	}
+	err := q.fill(n)
+	avail := len(q.r.recs) - q.r.ph
+	if avail == 0 {
+		// Nothing pending: what was read (segment ends, damage) is
+		// passed for good.
+		if aerr := q.persistAck(); err == nil {
+			err = aerr
+		}
+	}
+	k := max(min(n, avail), 0)
+	if k > 0 {
+		err = nil // the records read are good; the error comes back next time
+	}
+	return q.r.recs[q.r.ph : q.r.ph+k : q.r.ph+k], err
+}
+
+// Ack acknowledges the n oldest records returned by Peek: they leave the
+// queue, and the position after them is persisted (synced under
+// FsyncAlways). Segments wholly acknowledged are deleted. If persisting
+// fails, the records are gone from this Queue but may be delivered again
+// after a restart; the error says so.
+func (q *Queue) Ack(n int) error {
+	q.rmu.Lock()
+	defer q.rmu.Unlock()
+	if q.r.closed {
+		return ErrClosed
+	}
+	pending := len(q.r.recs) - q.r.ph
+	if n < 0 || n > pending {
+		return fmt.Errorf("%w: %d of %d", ErrAckRange, n, pending)
+	}
+	if n == 0 {
+		return nil
+	}
+	clear(q.r.recs[q.r.ph : q.r.ph+n]) // let the chunks go
+	q.r.ph += n
+	if q.r.ph == len(q.r.recs) {
+		q.r.recs, q.r.pos, q.r.ph = q.r.recs[:0], q.r.pos[:0], 0
+	}
+	err := q.persistAck()
+	q.mu.Lock()
+	q.records -= int64(n)
+	q.acked += int64(n)
+	left := q.records
+	if left <= 0 {
+		q.records, q.head = 0, 0
+	} else if q.r.ph < len(q.r.recs) {
+		q.head = q.r.recs[q.r.ph].Appended.UnixNano()
+	}
+	q.mu.Unlock()
+	if left > 0 && q.r.ph == len(q.r.recs) {
+		// Read the next record ahead for Stats.Oldest; Peek needs it next.
+		if q.fill(1) == nil && q.r.ph < len(q.r.recs) {
+			q.mu.Lock()
+			if q.records > 0 {
+				q.head = q.r.recs[q.r.ph].Appended.UnixNano()
+			}
+			q.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// readPos is the reader's position: after everything read.
+func (q *Queue) readPos() (uint64, int64) {
+	if q.r.sc == nil {
+		if q.r.seg == q.r.ackSeg {
+			return q.r.seg, q.r.ackOff
+		}
+		return q.r.seg, segHeaderSize
+	}
+	return q.r.seg, q.r.sc.off
+}
+
+// persistAck writes the acknowledged position, the start of the oldest
+// pending record or else the read position, to the ack file, and deletes
+// the segments before it.
+func (q *Queue) persistAck() error {
+	seg, off := q.readPos()
+	if q.r.ph < len(q.r.recs) {
+		p := q.r.pos[q.r.ph]
+		seg, off = p.seg, p.start
+	}
+	if seg == q.r.ackSeg && off == q.r.ackOff {
+		return nil
+	}
+	q.r.ackN++
+	encodeAck(&q.r.ackBuf, ackPos{counter: q.r.ackN, seg: seg, off: off})
+	_, err := q.r.ack.WriteAt(q.r.ackBuf[:], int64(q.r.ackN%2)*ackSlotSize)
+	if err == nil && q.opt.Fsync == FsyncAlways {
+		err = q.r.ack.Sync()
+	}
+	q.r.ackSeg, q.r.ackOff = seg, off
+	var gone []*segment
+	q.mu.Lock()
+	q.ackSeg, q.ackOff = seg, off
+	for len(q.segs) > 0 && q.segs[0].id < seg {
+		gone = append(gone, q.segs[0])
+		q.disk -= q.segs[0].size
+		q.segs = q.segs[1:]
+	}
+	q.mu.Unlock()
+	for _, s := range gone {
+		delete(q.r.known, s.id)
+		if rerr := os.Remove(filepath.Join(q.dir, segName(s.id))); rerr != nil && !os.IsNotExist(rerr) && err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("queue: ack: %w", err)
+	}
+	return nil
+}
+
+// fill reads records until n are pending or nothing more is published.
+func (q *Queue) fill(n int) error {
+	if q.r.ph > 0 && q.r.ph >= len(q.r.recs)/2 {
+		k := copy(q.r.recs, q.r.recs[q.r.ph:])
+		copy(q.r.pos, q.r.pos[q.r.ph:])
+		clear(q.r.recs[k:])
+		q.r.recs, q.r.pos, q.r.ph = q.r.recs[:k], q.r.pos[:k], 0
+	}
+	for len(q.r.recs)-q.r.ph < n {
+		q.mu.Lock()
+		var cur, next *segment
+		for _, s := range q.segs {
+			if s.id == q.r.seg {
+				cur = s
+			} else if s.id > q.r.seg {
+				next = s
+				break
+			}
+		}
+		var size int64
+		var sealed bool
+		if cur != nil {
+			size, sealed = cur.size, cur.sealed
+		}
+		q.mu.Unlock()
+		if cur == nil || (q.r.sc != nil && q.r.sc.off >= size) {
+			if next == nil || (cur != nil && !sealed) {
+				return nil // caught up
+			}
+			q.moveTo(next.id)
+			continue
+		}
+		if q.r.sc == nil {
+			if err := q.openSegment(size); err != nil {
+				return err
+			}
+			continue
+		}
+		sc := q.r.sc
+		sc.end = size
+		for len(q.r.recs)-q.r.ph < n {
+			ev, err := sc.next()
+			if err != nil {
+				return fmt.Errorf("queue: read %s: %w", segName(q.r.seg), err)
+			}
+			if ev.kind == evEnd {
+				break
+			}
+			if ev.kind == evDamage {
+				q.noteDamage(q.r.seg, ev.start, ev.end-ev.start, false)
+				continue
+			}
+			q.r.recs = append(q.r.recs, Record{Data: ev.data, Appended: time.Unix(0, ev.time)})
+			q.r.pos = append(q.r.pos, recPos{seg: q.r.seg, start: ev.start, end: ev.end})
+			// A record cut short by a shorter file than published: the
+			// scanner moved end; keep going with the next segment.
+		}
+		if sc.end < size {
+			sc.off = size // the file was cut while open: the rest is gone
+		}
+		if len(q.r.recs)-q.r.ph < n && sc.off >= size && !sealed {
+			return nil
+		}
+	}
+	return nil
+}
+
+// moveTo leaves the current segment for segment id.
+func (q *Queue) moveTo(id uint64) {
+	if q.r.f != nil {
+		q.r.f.Close()
+	}
+	q.r.f, q.r.sc, q.r.seg = nil, nil, id
+}
+
+// openSegment opens the reader's segment and checks its header.
+func (q *Queue) openSegment(size int64) error {
+	f, err := os.Open(filepath.Join(q.dir, segName(q.r.seg)))
+	if err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	var hb [segHeaderSize]byte
+	if n, _ := f.ReadAt(hb[:], 0); !validSegHeader(hb[:n]) {
+		q.noteDamage(q.r.seg, 0, min(size, segHeaderSize), false)
+	}
+	start := min(segHeaderSize, size)
+	if q.r.seg == q.r.ackSeg {
+		start = q.r.ackOff
+	}
+	q.r.f = f
+	q.r.sc = &scanner{f: f, off: start, end: size, fresh: true}
+	return nil
+}
