@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -85,6 +86,64 @@ func TestBadConfigSecretsAndPaths(t *testing.T) {
 			if strings.Contains(out, "TOPSECRET") {
 				t.Errorf("output shows the password:\n%s", out)
 			}
+		})
+	}
+}
+
+// TestBadPathsRefusedLikeCheckConfig: a command_file that is a directory,
+// and a check_result_path that is missing or read-only, are refused by
+// --check-config and by the daemon alike, with the same message naming the
+// file, the line and the option (before, --check-config passed them: the
+// daemon then dropped every result, or refused without a line number).
+func TestBadPathsRefusedLikeCheckConfig(t *testing.T) {
+	cases := []struct {
+		name, option string
+		value        func(t *testing.T) string
+	}{
+		{"command_file-directory", "command_file", func(t *testing.T) string { return t.TempDir() }},
+		{"check_result_path-missing", "check_result_path", func(t *testing.T) string { return filepath.Join(t.TempDir(), "missing") }},
+		{"check_result_path-read-only", "check_result_path", func(t *testing.T) string {
+			dir := t.TempDir()
+			if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_RDONLY, "size=64k"); err != nil {
+				t.Skipf("skipped: cannot mount a read-only tmpfs (needs root): %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			return dir
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			value := c.value(t)
+			text := strings.Join([]string{
+				"server_address=127.0.0.1",
+				fmt.Sprintf("server_port=%d", freePort(t)),
+				"command_file=" + commandFile(t, dir),
+				"decryption_method=1",
+				c.option + "=" + value, // line 5
+			}, "\n") + "\n"
+			cfgPath, code, daemonOut := runDaemonExpectFailure(t, text)
+			if code == 0 {
+				t.Errorf("the daemon exited 0, want non-zero")
+			}
+			var out lockedBuffer
+			p := mustStart(t, "nsca", nscaCmd(dir, &out, "--check-config", "-c", cfgPath))
+			if !p.exitWithin(startTimeout) {
+				t.Fatalf("--check-config did not exit within %v", startTimeout)
+			}
+			if p.state.ExitCode() == 0 {
+				t.Errorf("--check-config exited 0, want 1:\n%s", out.String())
+			}
+			want := regexp.MustCompile(`nsca: conf: ` + regexp.QuoteMeta(cfgPath) + `:5: ` + c.option + `=` + regexp.QuoteMeta(value) + `: [^\n]*`)
+			checkLine, daemonLine := want.FindString(out.String()), want.FindString(daemonOut)
+			if checkLine == "" || daemonLine == "" {
+				t.Fatalf("want a line matching %q from both;\n--check-config said:\n%s\nthe daemon said:\n%s", want, out.String(), daemonOut)
+			}
+			if checkLine != daemonLine {
+				t.Errorf("--check-config and the daemon disagree:\n%s\n%s", checkLine, daemonLine)
+			}
+			t.Logf("both say: %s", checkLine)
 		})
 	}
 }
