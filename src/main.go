@@ -349,8 +349,19 @@ func reloadServer(o *options, lfds []int, stats *stages.Stats) (*stages.Server, 
 // listening socket it inherited, reporting to the supervisor.
 func runWorker(cfg *conf.Config, w *proc.Worker) int {
 	// Before the port is bound: a signal sent as soon as clients (or
-	// systemd) can reach us is queued, not fatal.
-	sigs := signals()
+	// systemd) can reach us is queued, not fatal. The supervisor reloads by
+	// replacing workers and forwards the operator's SIGINT as SIGTERM, so
+	// the worker listens to SIGTERM (the second aborts the drain) and to the
+	// supervisor's death, which only ever drains. A log line written to a
+	// pipe whose reader died must not end the drain either.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, proc.ParentDeathSignal)
+	if w.Syslog {
+		if err := proc.StderrToSyslog(cfg.LogFacility); err != nil {
+			return fail(err)
+		}
+	}
 	if err := dropPrivileges(cfg); err != nil {
 		return fail(err)
 	}
@@ -359,23 +370,26 @@ func runWorker(cfg *conf.Config, w *proc.Worker) int {
 		return fail(err)
 	}
 	srv.LogStats = false
-	signal.Ignore(syscall.SIGHUP) // the supervisor reloads by replacing workers
-	proc.OrphanWatch(func() {
-		glog.Errorf("worker %d: the supervisor is gone; stopping", w.Slot)
-		srv.Shutdown()
-	})
+	orphaned := make(chan os.Signal, 1)
+	proc.OrphanWatch(func() { orphaned <- proc.ParentDeathSignal })
 	go func() {
-		stopping := false
-		for sig := range sigs {
-			if sig == syscall.SIGHUP {
-				continue
+		terms := 0
+		for {
+			var sig os.Signal
+			select {
+			case sig = <-sigs:
+			case sig = <-orphaned:
 			}
-			if stopping {
+			switch {
+			case sig == proc.ParentDeathSignal:
+				glog.Errorf("worker %d: the supervisor is gone; draining", w.Slot)
+				srv.Shutdown()
+			case terms == 0:
+				terms++
+				srv.Shutdown()
+			default:
 				srv.Abort()
-				continue
 			}
-			stopping = true
-			srv.Shutdown()
 		}
 	}()
 	stop := make(chan struct{})
@@ -414,8 +428,12 @@ func runSupervisor(o *options, args []string, cfg *conf.Config) int {
 	if err != nil {
 		return fail(err)
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
 	sup := &proc.Supervisor{
-		Args:        workerArgs(args),
+		Spawner:     &proc.ExecSpawner{Path: exe, Args: workerArgs(args), Syslog: proc.Detached()},
 		Listeners:   lfds,
 		Workers:     cfg.Workers,
 		StopTimeout: time.Duration(cfg.ConnectionTimeout)*time.Second + 10*time.Second,

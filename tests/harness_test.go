@@ -341,9 +341,7 @@ func tryStartDaemon(t testing.TB, cfg Config, o daemonOpts) (*Daemon, error) {
 	}
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if o.env != nil {
-		cmd.Env = append(os.Environ(), o.env...)
-	}
+	cmd.Env = append(append(os.Environ(), lifecycleGOGC(t)...), o.env...)
 	cmd.ExtraFiles = o.extra
 	d.p = mustStart(t, filepath.Base(bin), cmd)
 	if o.noWait {
@@ -354,6 +352,28 @@ func tryStartDaemon(t testing.TB, cfg Config, o daemonOpts) (*Daemon, error) {
 		return d, err
 	}
 	return d, nil
+}
+
+// lifecycleTests are the tests whose daemons run with GOGC=1 by default:
+// collecting garbage all the time makes a finalizer that closes a
+// descriptor still in use, or any other GC-timing bug, show in seconds.
+var lifecycleTests = regexp.MustCompile(`^Test(Lifecycle|Rel|Supervisor|FullDisk|Reload|Drain|SIGHUP|Workers)`)
+
+// lifecycleGOGC is the GOGC setting for t's daemons: NSCA_TEST_GOGC if set
+// ("default" leaves Go's own), else 1 for the lifecycle and reliability
+// tests. scripts/test.sh runs those tests once more with the default.
+func lifecycleGOGC(t testing.TB) []string {
+	if !lifecycleTests.MatchString(t.Name()) {
+		return nil
+	}
+	switch v := os.Getenv("NSCA_TEST_GOGC"); v {
+	case "default":
+		return []string{"GOGC=100"}
+	case "":
+		return []string{"GOGC=1"}
+	default:
+		return []string{"GOGC=" + v}
+	}
 }
 
 // Pid is the daemon's PID.

@@ -1,10 +1,9 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -14,13 +13,17 @@ import (
 	"nsca_fast/stages"
 )
 
+// ErrSpawn wraps failures to start a worker process.
+var ErrSpawn = errors.New("proc: starting a worker")
+
 // Supervisor runs nsca_workers worker processes, each the same binary
-// serving the whole pipeline on its own SO_REUSEPORT listener. It holds the
-// listening sockets itself, so a worker that dies or is replaced on reload
-// leaves its socket, and the clients queued on it, to its successor.
+// serving the whole pipeline on its own SO_REUSEPORT listener. It owns the
+// listening sockets for its whole life, as plain descriptors that nothing
+// closes, so a worker that dies or is replaced on reload leaves its socket,
+// and the clients queued on it, to its successor.
 type Supervisor struct {
-	// Args is the command line the workers are started with.
-	Args []string
+	// Spawner starts the worker processes.
+	Spawner Spawner
 	// Listeners holds one listening socket per worker slot (or a single one
 	// shared by all, under socket activation).
 	Listeners []int
@@ -43,7 +46,8 @@ type Supervisor struct {
 // workerProc is one running worker as the supervisor sees it.
 type workerProc struct {
 	slot, gen int
-	cmd       *exec.Cmd
+	proc      Process
+	exit      Exit // how it ended; set before exited is closed
 	started   time.Time
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -66,34 +70,17 @@ func (s *Supervisor) listener(slot int) int {
 }
 
 func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
-	exe, err := os.Executable()
+	proc, status, err := s.Spawner.Spawn(slot, gen, s.listener(slot))
 	if err != nil {
 		return nil, err
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
-	lf := os.NewFile(uintptr(s.listener(slot)), "listener")
-	cmd := exec.Command(exe, s.Args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{lf, w}
-	cmd.Env = append(os.Environ(), envWorker+"="+strconv.Itoa(slot)+":"+strconv.Itoa(gen))
-	// Pdeathsig ends a worker whose supervisor dies; OrphanWatch in the
-	// worker covers the corner where the signal is not delivered.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		r.Close()
-		return nil, err
-	}
-	p := &workerProc{slot: slot, gen: gen, cmd: cmd, started: time.Now(), ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
+	p := &workerProc{slot: slot, gen: gen, proc: proc, started: time.Now(), ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
-		p.readStatus(r)
+		p.readStatus(status)
 		close(p.status)
 	}()
 	go func() {
-		err := cmd.Wait()
+		p.exit = proc.Wait()
 		// The worker's last counters are in the pipe; read them before
 		// the exit is accounted.
 		select {
@@ -101,12 +88,12 @@ func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
 		case <-time.After(2 * time.Second):
 		}
 		close(p.exited)
-		s.events <- func() { s.exited(p, err) }
+		s.events <- func() { s.exited(p) }
 	}()
 	s.mu.Lock()
 	s.procs[p] = true
 	s.mu.Unlock()
-	glog.Infof("supervisor: started worker %d (generation %d) pid %d", slot, gen, cmd.Process.Pid)
+	glog.Infof("supervisor: started worker %d (generation %d) pid %d", slot, gen, proc.Pid())
 	return p, nil
 }
 
@@ -154,9 +141,9 @@ func waitReady(procs []*workerProc, timeout time.Duration) error {
 		select {
 		case <-p.ready:
 		case <-p.exited:
-			return fmt.Errorf("proc: worker %d (pid %d) exited during start-up: %v", p.slot, p.cmd.Process.Pid, p.cmd.ProcessState)
+			return fmt.Errorf("proc: worker %d (pid %d) exited during start-up: %v", p.slot, p.proc.Pid(), p.exit)
 		case <-deadline:
-			return fmt.Errorf("proc: worker %d (pid %d) not ready after %v", p.slot, p.cmd.Process.Pid, timeout)
+			return fmt.Errorf("proc: worker %d (pid %d) not ready after %v", p.slot, p.proc.Pid(), timeout)
 		}
 	}
 	return nil
@@ -166,15 +153,15 @@ func waitReady(procs []*workerProc, timeout time.Duration) error {
 // after StopTimeout.
 func (s *Supervisor) stop(procs []*workerProc) {
 	for _, p := range procs {
-		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.proc.Signal(syscall.SIGTERM)
 	}
 	deadline := time.After(s.StopTimeout)
 	for _, p := range procs {
 		select {
 		case <-p.exited:
 		case <-deadline:
-			glog.Errorf("supervisor: worker %d (pid %d) still draining after %v: killing it", p.slot, p.cmd.Process.Pid, s.StopTimeout)
-			p.cmd.Process.Kill()
+			glog.Errorf("supervisor: worker %d (pid %d) still draining after %v: killing it", p.slot, p.proc.Pid(), s.StopTimeout)
+			p.proc.Signal(syscall.SIGKILL)
 			<-p.exited
 		}
 	}
@@ -183,7 +170,7 @@ func (s *Supervisor) stop(procs []*workerProc) {
 // exited handles a worker's exit on the supervisor's goroutine: its last
 // counters are kept, and a worker of the current generation is restarted,
 // with back-off if it keeps dying.
-func (s *Supervisor) exited(p *workerProc, err error) {
+func (s *Supervisor) exited(p *workerProc) {
 	if !s.retire(p) {
 		return
 	}
@@ -191,7 +178,7 @@ func (s *Supervisor) exited(p *workerProc, err error) {
 	current := p.gen == s.gen
 	s.mu.Unlock()
 	if !current {
-		glog.Infof("supervisor: worker %d of generation %d (pid %d) finished: %v", p.slot, p.gen, p.cmd.Process.Pid, p.cmd.ProcessState)
+		glog.Infof("supervisor: worker %d of generation %d (pid %d) finished: %v", p.slot, p.gen, p.proc.Pid(), p.exit)
 		return
 	}
 	delay := s.backoff[p.slot]
@@ -204,7 +191,7 @@ func (s *Supervisor) exited(p *workerProc, err error) {
 		delay = min(delay*2, 10*time.Second)
 	}
 	s.backoff[p.slot] = delay
-	glog.Errorf("supervisor: worker %d (pid %d) died (%v); restarting it in %v", p.slot, p.cmd.Process.Pid, err, delay)
+	glog.Errorf("supervisor: worker %d (pid %d) died (%v); restarting it in %v", p.slot, p.proc.Pid(), p.exit, delay)
 	slot, gen := p.slot, p.gen
 	time.AfterFunc(delay, func() {
 		s.events <- func() {
@@ -257,7 +244,7 @@ func (s *Supervisor) Reload(n int) error {
 	s.mu.Unlock()
 	s.Workers = n
 	for _, p := range old {
-		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.proc.Signal(syscall.SIGTERM)
 	}
 	return nil
 }
@@ -282,7 +269,7 @@ func (s *Supervisor) Signal(sig os.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p := range s.procs {
-		p.cmd.Process.Signal(sig)
+		p.proc.Signal(sig)
 	}
 }
 
@@ -308,7 +295,7 @@ func (s *Supervisor) Pids() []int {
 	defer s.mu.Unlock()
 	var pids []int
 	for p := range s.procs {
-		pids = append(pids, p.cmd.Process.Pid)
+		pids = append(pids, p.proc.Pid())
 	}
 	return pids
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -22,7 +23,11 @@ const (
 // Worker is the supervisor's side of the pipe, seen from inside a worker.
 type Worker struct {
 	Slot, Generation int
-	status           *os.File
+	// Syslog is set when the supervisor's standard error, which the worker
+	// inherits, is a pipe to the supervisor's syslog forwarder: the worker
+	// then forwards its own, so its drain is logged after the supervisor died.
+	Syslog bool
+	status *os.File
 }
 
 // WorkerFromEnv returns this process's worker identity when the supervisor
@@ -33,7 +38,7 @@ func WorkerFromEnv() *Worker {
 		return nil
 	}
 	os.Unsetenv(envWorker)
-	w := &Worker{}
+	w := &Worker{Syslog: strings.HasSuffix(v, ":syslog")}
 	fmt.Sscanf(v, "%d:%d", &w.Slot, &w.Generation)
 	unix.CloseOnExec(workerListenerFD)
 	unix.CloseOnExec(workerStatusFD)
@@ -87,7 +92,7 @@ func OrphanWatch(orphaned func()) {
 }
 
 // readStatus follows one worker's status pipe until the worker exits.
-func (p *workerProc) readStatus(f *os.File) {
+func (p *workerProc) readStatus(f io.ReadCloser) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -1,0 +1,155 @@
+package proc
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ParentDeathSignal is what the kernel sends a worker when its supervisor
+// dies. It differs from SIGTERM on purpose: a worker counts SIGTERMs (the
+// second one aborts the drain), and the supervisor's own SIGTERM followed by
+// its death must not look like two of them.
+const ParentDeathSignal = syscall.SIGUSR2
+
+// Process is a running worker as the supervisor sees it: the OS side of a
+// worker, kept behind an interface so the supervisor's decisions can be
+// tested with fake processes.
+type Process interface {
+	// Pid is the process id, for logs and for the operator.
+	Pid() int
+	// Signal sends sig to the process.
+	Signal(sig os.Signal) error
+	// Wait blocks until the process has exited and says how.
+	Wait() Exit
+}
+
+// Exit says how a worker process ended.
+type Exit struct {
+	// Code is the exit status, or -1 when a signal ended the process.
+	Code int
+	// Signal is the signal that ended the process, or 0.
+	Signal syscall.Signal
+	// Err is set when the exit could not be observed at all.
+	Err error
+}
+
+// Clean reports an exit with status 0.
+func (e Exit) Clean() bool { return e.Err == nil && e.Signal == 0 && e.Code == 0 }
+
+func (e Exit) String() string {
+	switch {
+	case e.Err != nil:
+		return "lost: " + e.Err.Error()
+	case e.Signal != 0:
+		return "killed by signal " + strconv.Itoa(int(e.Signal)) + " (" + e.Signal.String() + ")"
+	default:
+		return "exit status " + strconv.Itoa(e.Code)
+	}
+}
+
+// Spawner starts one worker on a listening socket and returns it with the
+// read end of its status pipe.
+type Spawner interface {
+	Spawn(slot, gen, listener int) (Process, io.ReadCloser, error)
+}
+
+// ExecSpawner starts workers as new processes of this program. It hands
+// each worker the listening socket as a raw descriptor: wrapping it in an
+// *os.File would give it a finalizer that closes the supervisor's socket
+// once the wrapper is collected, and exec's Fd() would switch the socket,
+// shared with running workers, to blocking mode.
+type ExecSpawner struct {
+	// Path is the program; Args its arguments (without argv[0]).
+	Path string
+	Args []string
+	// Syslog tells workers that the supervisor's standard error goes to
+	// syslog through a pipe it reads itself: they then log to syslog on
+	// their own, so that their last lines survive the supervisor.
+	Syslog bool
+
+	nullOnce sync.Once
+	null     int
+	nullErr  error
+}
+
+// devNull is /dev/null opened once for the workers' standard input; it is
+// never closed, like the listening sockets.
+func (e *ExecSpawner) devNull() (int, error) {
+	e.nullOnce.Do(func() { e.null, e.nullErr = unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
+	return e.null, e.nullErr
+}
+
+// Spawn starts a worker process with the listening socket as descriptor 3
+// and the write end of its status pipe as descriptor 4.
+func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, io.ReadCloser, error) {
+	null, err := e.devNull()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrSpawn, os.DevNull, err)
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("%w: status pipe: %w", ErrSpawn, err)
+	}
+	defer unix.Close(p[1])
+	role := strconv.Itoa(slot) + ":" + strconv.Itoa(gen)
+	if e.Syslog {
+		role += ":syslog"
+	}
+	attr := &syscall.ProcAttr{
+		Env:   append(workerEnv(os.Environ()), envWorker+"="+role),
+		Files: []uintptr{uintptr(null), 1, 2, uintptr(listener), uintptr(p[1])},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: ParentDeathSignal},
+	}
+	pid, err := syscall.ForkExec(e.Path, append([]string{e.Path}, e.Args...), attr)
+	if err != nil {
+		unix.Close(p[0])
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrSpawn, e.Path, err)
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil { // cannot happen on Linux: FindProcess always succeeds
+		unix.Close(p[0])
+		return nil, nil, fmt.Errorf("%w: pid %d: %w", ErrSpawn, pid, err)
+	}
+	return osProcess{proc}, os.NewFile(uintptr(p[0]), "status"), nil
+}
+
+// workerEnv is the supervisor's environment without the variables that
+// speak to the supervisor alone: a worker must not answer the detaching
+// parent, nor take systemd's sockets for its own.
+func workerEnv(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case envDetached, envWorker, "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// osProcess is a real worker process.
+type osProcess struct{ p *os.Process }
+
+func (o osProcess) Pid() int                   { return o.p.Pid }
+func (o osProcess) Signal(sig os.Signal) error { return o.p.Signal(sig) }
+
+func (o osProcess) Wait() Exit {
+	st, err := o.p.Wait()
+	if err != nil {
+		return Exit{Code: -1, Err: err}
+	}
+	ws, _ := st.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return Exit{Code: -1, Signal: ws.Signal()}
+	}
+	return Exit{Code: ws.ExitStatus()}
+}
