@@ -20,7 +20,10 @@ type ReadConfig struct {
 	// worth of bytes (720) within this long: idle clients, stalled clients and
 	// slowloris alike. Stock's equivalent is its 10 s socket timeout.
 	Timeout time.Duration
-	// Grace is how long open connections may go on after accepting stops.
+	// Grace is how long a connection may stay silent once accepting has
+	// stopped: a client still sending goes on (it may be in the middle of a
+	// packet), bounded by the larger of Grace and Timeout from the start of
+	// the drain; an idle one is closed.
 	Grace time.Duration
 	// Allowed is allowed_hosts, applied here to the client address of a
 	// PROXY header.
@@ -45,6 +48,10 @@ type reader struct {
 	closeQ   []*Conn
 	draining bool
 	exited   bool // the loop has ended and wakefd is closed
+
+	// now is the loop's clock, taken once per epoll_wait, so marking a
+	// connection active costs no clock read per read.
+	now int64
 }
 
 // requestClose asks the connection's reader to close it. It never blocks,
@@ -143,6 +150,7 @@ func (r *reader) adopt(in <-chan *Conn) {
 	for c := range in {
 		c.reader = r
 		c.windowStart = time.Now().UnixNano()
+		c.lastActive = c.windowStart
 		r.mu.Lock()
 		r.conns[int32(c.fd)] = c
 		r.mu.Unlock()
@@ -162,6 +170,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	events := make([]unix.EpollEvent, 256)
 	lastScan := time.Now()
 	var drainDeadline time.Time
+	var drainStart int64
 	for {
 		n, err := unix.EpollWait(r.epfd, events, 200)
 		if err != nil && err != unix.EINTR {
@@ -186,6 +195,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 			return
 		}
 		now := time.Now()
+		r.now = now.UnixNano()
 		if now.Sub(lastScan) >= time.Second/2 {
 			lastScan = now
 			r.expire(ctx, out, now)
@@ -195,12 +205,14 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 		r.mu.Unlock()
 		if draining {
 			if drainDeadline.IsZero() {
-				drainDeadline = now.Add(r.cfg.Grace)
+				drainStart = now.UnixNano()
+				drainDeadline = now.Add(max(r.cfg.Grace, r.cfg.Timeout))
 			}
 			if open == 0 || now.After(drainDeadline) {
 				r.closeAll(ctx, out, "shutdown grace expired")
 				return
 			}
+			r.closeIdle(ctx, out, now.Add(-r.cfg.Grace).UnixNano(), drainStart)
 		}
 	}
 }
@@ -237,6 +249,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 		case n > 0:
 			reads++
 			c.bytesRead += uint64(n)
+			c.lastActive = r.now
 			r.stats.Chunks.Add(1)
 			r.stats.BytesRead.Add(uint64(n))
 			if !send(ctx, out, chunk{conn: c, buf: shrinkChunk(buf, n)}) {
@@ -285,6 +298,33 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 		}
 		r.closeConn(ctx, c, out, "timeout")
 	}
+}
+
+// closeIdle closes, during a drain, the connections whose client has sent
+// nothing since idleSince (unix nanoseconds), counting from drainStart at
+// the earliest. Bytes waiting in the socket are not silence: the client
+// sent them and waits for us.
+func (r *reader) closeIdle(ctx context.Context, out chan<- chunk, idleSince, drainStart int64) {
+	var idle []*Conn
+	r.mu.Lock()
+	for _, c := range r.conns {
+		if max(c.lastActive, drainStart) < idleSince && unreadBytes(c.fd) == 0 {
+			idle = append(idle, c)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range idle {
+		r.closeConn(ctx, c, out, "shutdown grace expired")
+	}
+}
+
+// unreadBytes is how many bytes the kernel holds for us on a socket.
+func unreadBytes(fd int) int {
+	n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {

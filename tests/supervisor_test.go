@@ -1,0 +1,280 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// supFDs counts the open descriptors of pid.
+func supFDs(t *testing.T, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatalf("descriptors of %d: %v", pid, err)
+	}
+	return len(entries)
+}
+
+// supSettledFDs is the supervisor's descriptor count once it has exactly n
+// workers and the count holds still for a moment (status pipes of exited
+// workers close a little after the exit).
+func supSettledFDs(t *testing.T, d *lcDaemon, n int) int {
+	t.Helper()
+	d.waitWorkers(n, 30*time.Second)
+	last, same := -1, 0
+	waitFor(10*time.Second, func() bool {
+		cur := supFDs(t, d.Pid())
+		if cur == last {
+			same++
+		} else {
+			last, same = cur, 0
+		}
+		return same >= 5
+	})
+	return last
+}
+
+// supBadLog are log lines that mean a worker lost its socket or died.
+var supBadLog = regexp.MustCompile(`non-socket|bad file descriptor|died|exited during start-up|keeping the running`)
+
+// supBurstReport splits a burst's connections into refused ones and the
+// lines of those fully sent.
+func supBurstReport(conns []*lcConn) (refused []string, notFull int, want []string) {
+	for _, c := range conns {
+		switch r := c.res; {
+		case r.dialErr != nil || r.initErr != nil:
+			refused = append(refused, fmt.Sprintf("client %d conn %d: connect %v, init %v", c.client, c.seq, r.dialErr, r.initErr))
+		case !r.full:
+			notFull++
+		default:
+			want = append(want, lcLines(c.checks)...)
+		}
+	}
+	return refused, notFull, want
+}
+
+// TestSupervisorReloadStorm: 25 SIGHUPs 200 ms apart to a supervisor with
+// two workers while clients send, with the daemon collecting garbage all
+// the time (GOGC=1, see lifecycleGOGC): no connection is refused or cut,
+// every check arrives exactly once, and afterwards the same two workers'
+// worth of processes and the same number of descriptors remain. The
+// listening sockets once lived in *os.File wrappers whose finalizers
+// closed them in the supervisor after a GC; every later worker then got a
+// descriptor that was no socket.
+func TestSupervisorReloadStorm(t *testing.T) {
+	t.Parallel()
+	cmd := commandFile(t, t.TempDir())
+	d := lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
+	fdsBefore := supSettledFDs(t, d, 2)
+	b := lcStartBurst(d.Port, 6, 5, lcPassword, "storm")
+	b.waitGoing(t, 20)
+	const hups = 25
+	for range hups {
+		d.workers()
+		d.Signal(syscall.SIGHUP)
+		time.Sleep(200 * time.Millisecond)
+	}
+	reloaded := regexp.MustCompile(`SIGHUP: configuration reloaded`)
+	// Signals sent while a reload is under way may be merged by the kernel.
+	waitLines(d.Stderr, reloaded, hups/2, 20*time.Second)
+	time.Sleep(time.Second)
+	conns := b.finish()
+	fdsAfter := supSettledFDs(t, d, 2)
+	after := lcSendAll(t, d.Port, lcPassword, "after", 10, 3)
+
+	refused, notFull, want := supBurstReport(conns)
+	want = append(want, after...)
+	waitFileLines(t, cmd, len(want))
+	t.Logf("%d reloads logged for %d SIGHUPs; %d connections (%d checks) during the storm, %d refused, %d not fully sent; descriptors %d before, %d after",
+		len(grepLines(d.Stderr(), reloaded)), hups, len(conns), len(want)-len(after), len(refused), notFull, fdsBefore, fdsAfter)
+	if n := len(grepLines(d.Stderr(), reloaded)); n < hups/2 {
+		t.Errorf("only %d reloads were logged for %d SIGHUPs", n, hups)
+	}
+	if len(refused) > 0 {
+		t.Errorf("%d connections refused during the storm, e.g. %q", len(refused), refused[:min(3, len(refused))])
+	}
+	if notFull > 0 {
+		t.Errorf("%d connections were cut before the server read everything", notFull)
+	}
+	lcAssertOnce(t, lcOutput(t, cmd), want)
+	if fdsAfter != fdsBefore {
+		t.Errorf("the supervisor holds %d descriptors after the storm, %d before", fdsAfter, fdsBefore)
+	}
+	if bad := grepLines(d.Stderr(), supBadLog); len(bad) > 0 {
+		t.Errorf("%d log lines of lost sockets or dead workers, e.g. %q", len(bad), bad[:min(3, len(bad))])
+	}
+	d.stop()
+}
+
+// TestSupervisorKillStorm: a worker killed with SIGKILL every 300 ms, ten
+// times, while clients send. What a killed worker had accepted may be lost
+// (it was in its memory), but no connection is refused at connect, no
+// check arrives twice, the supervisor ends with two workers serving and
+// the same descriptors, and a batch sent afterwards arrives in full.
+func TestSupervisorKillStorm(t *testing.T) {
+	t.Parallel()
+	cmd := commandFile(t, t.TempDir())
+	d := lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
+	fdsBefore := supSettledFDs(t, d, 2)
+	b := lcStartBurst(d.Port, 6, 5, lcPassword, "kill")
+	b.waitGoing(t, 20)
+	killed := 0
+	for i := range 10 {
+		// Each kill takes a live worker: the supervisor restarts a slot
+		// with growing back-off, so wait for both.
+		kids := d.waitWorkers(2, 10*time.Second)
+		if syscall.Kill(kids[i%len(kids)], syscall.SIGKILL) == nil {
+			killed++
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	conns := b.finish()
+	fdsAfter := supSettledFDs(t, d, 2)
+	after := lcSendAll(t, d.Port, lcPassword, "after", 10, 3)
+	waitFileLines(t, cmd, len(after))
+
+	var dialErrs []string
+	sent := map[string]bool{}
+	for _, c := range conns {
+		if c.res.dialErr != nil {
+			dialErrs = append(dialErrs, c.res.dialErr.Error())
+		}
+		for _, l := range lcLines(c.checks) {
+			sent[l] = true
+		}
+	}
+	counts := lcOutput(t, cmd)
+	var dups, unknown int
+	for l, n := range counts {
+		if n > 1 {
+			dups++
+		}
+		if !sent[l] && !strings.Contains(l, "after-") {
+			unknown++
+		}
+	}
+	t.Logf("%d workers killed; %d connections during the storm, %d connect errors; %d lines in the command file; descriptors %d before, %d after",
+		killed, len(conns), len(dialErrs), len(counts), fdsBefore, fdsAfter)
+	if killed < 10 {
+		t.Errorf("only %d of 10 kills found a worker", killed)
+	}
+	if len(dialErrs) > 0 {
+		t.Errorf("%d connections refused at connect: the listening sockets must outlive the workers, e.g. %q", len(dialErrs), dialErrs[:min(3, len(dialErrs))])
+	}
+	if dups > 0 || unknown > 0 {
+		t.Errorf("%d lines written twice, %d lines nobody sent", dups, unknown)
+	}
+	lcAssertOnce(t, counts, after)
+	if fdsAfter != fdsBefore {
+		t.Errorf("the supervisor holds %d descriptors after the storm, %d before", fdsAfter, fdsBefore)
+	}
+	if bad := grepLines(d.Stderr(), regexp.MustCompile(`non-socket|bad file descriptor`)); len(bad) > 0 {
+		t.Errorf("workers lost their socket: %q", bad[:min(3, len(bad))])
+	}
+	d.stop()
+}
+
+// supSlowClient sends checks over one connection, each 4304-byte packet in
+// pieces of 400 bytes 40 ms apart, so that it is in the middle of a packet
+// most of the time. It reports whether the server read everything.
+func supSlowClient(port int, checks []rawCheck, started *sync.WaitGroup) lcConnResult {
+	var r lcConnResult
+	c, err := dialLocal(port, "", 2*time.Second)
+	if err != nil {
+		started.Done()
+		r.dialErr = err
+		return r
+	}
+	defer c.Close()
+	rc, err := readInit(c, 5*time.Second)
+	started.Done()
+	if err != nil {
+		r.initErr = err
+		return r
+	}
+	data := rc.packets(lcPassword, checks)
+	for len(data) > 0 {
+		n := min(400, len(data))
+		if _, err := c.Write(data[:n]); err != nil {
+			r.err = err
+			return r
+		}
+		data = data[n:]
+		time.Sleep(40 * time.Millisecond)
+	}
+	c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n == 0 && err != nil && !strings.Contains(err.Error(), "EOF") {
+		r.err = err
+		return r
+	}
+	r.full = true
+	return r
+}
+
+// supStopWithSlowClients starts a supervisor with two workers, has four
+// slow clients in the middle of their packets, signals the supervisor and
+// asserts that every check of theirs arrives and the workers end.
+func supStopWithSlowClients(t *testing.T, sig syscall.Signal) {
+	cmd := commandFile(t, t.TempDir())
+	d := lcStart(t, lcCfg(cmd, merge(lcWorkers(2), Config{"connection_timeout": "20"})), daemonOpts{})
+	workers := d.waitWorkers(2, startTimeout)
+	const clients, perConn = 4, 8
+	var started, done sync.WaitGroup
+	results := make([]lcConnResult, clients)
+	var want []string
+	for i := range clients {
+		checks := lcChecks("slow", i, 0, perConn)
+		want = append(want, lcLines(checks)...)
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			results[i] = supSlowClient(d.Port, checks, &started)
+		}()
+	}
+	started.Wait()
+	time.Sleep(700 * time.Millisecond) // every client is a few packets in
+	d.Signal(sig)
+	done.Wait()
+	for i, r := range results {
+		if !r.full {
+			t.Errorf("slow client %d was not served to the end: connect %v, init %v, then %v", i, r.dialErr, r.initErr, r.err)
+		}
+	}
+	if left := waitGone(workers, 25*time.Second); len(left) > 0 {
+		t.Errorf("workers %v still run 25 s after the supervisor got signal %d", left, sig)
+	}
+	waitFileLines(t, cmd, len(want))
+	counts := lcOutput(t, cmd)
+	lcAssertOnce(t, counts, want)
+	t.Logf("signal %d to the supervisor with %d slow clients mid-packet: %d of %d checks delivered", sig, clients, len(counts), len(want))
+	log := d.Stderr()
+	if strings.Contains(log, "abort") {
+		t.Errorf("a worker aborted its drain:\n%s", strings.Join(grepLines(log, regexp.MustCompile(`abort`)), "\n"))
+	}
+	if sig == syscall.SIGTERM {
+		d.waitExit0(25 * time.Second)
+	}
+}
+
+// TestSupervisorStopWithSlowClients: SIGTERM, and kill -9, of the
+// supervisor while slow clients are in the middle of a packet: in both
+// cases the workers drain (a worker used to take the supervisor's SIGTERM
+// and its parent-death signal for two SIGTERMs and abort, and to die of
+// SIGPIPE logging into the dead supervisor's syslog pipe), so every check
+// the clients sent arrives.
+func TestSupervisorStopWithSlowClients(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(fmt.Sprintf("signal=%d", sig), func(t *testing.T) {
+			t.Parallel()
+			supStopWithSlowClients(t, sig)
+		})
+	}
+}
