@@ -46,3 +46,26 @@ func benchDecrypt(b *testing.B, engine string, method int, algorithm string) {
 		k.Decrypt(&st, pkt)
 	}
 }
+
+// BenchmarkNewKey is the key schedule, paid per connection in
+// decryption_mode 0 and per decrypt goroutine in mode 1.
+func BenchmarkNewKey(b *testing.B) {
+	for _, s := range natives {
+		for _, engine := range []string{EngineLibmcrypt, EngineNative} {
+			b.Run(fmt.Sprintf("%d-%s/%s", s.method, s.algorithm, engine), func(b *testing.B) {
+				e, err := New(engine, s.method, s.algorithm, []byte("bench-password"))
+				if err != nil {
+					b.Skip(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					k, err := e.NewKey()
+					if err != nil {
+						b.Fatal(err)
+					}
+					k.Close()
+				}
+			})
+		}
+	}
+}
