@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -281,12 +282,7 @@ func Open(dir string, opt Options) (*Queue, error) {
 		q.segs = append(q.segs, &segment{id: id, size: info.Size(), sealed: true})
 		q.disk += info.Size()
 	}
-	slices.SortFunc(q.segs, func(a, b *segment) int {
-		if a.id < b.id {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(q.segs, func(a, b *segment) int { return cmp.Compare(a.id, b.id) })
 	q.w.nextID = max(maxID, ack.seg) + 1
 	q.ackSeg, q.ackOff = ack.seg, segHeaderSize
 	if len(q.segs) > 0 {
