@@ -17,7 +17,7 @@ env -u NSCA_DEB_TEST go test -count=1 -timeout 25m ./...
 # fail the run with "context deadline exceeded"; a crasher is still reported.
 fuzztime="${FUZZTIME:-10s}"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./conf
-go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/packet
+go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/codec
 go test -run '^$' -fuzz '^FuzzProxyHeader$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages
 SOAK_DURATION="${SOAK_DURATION:-10s}" bash scripts/soak.sh
 if [ "${CI:-}" = true ] || [ "${NSCA_DEB_TEST:-}" = 1 ]; then

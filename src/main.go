@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
+	"nsca_fast/stages/counters"
 	"os"
 	"os/signal"
 	"strings"
@@ -282,7 +283,7 @@ func runSingle(o *options, cfg *conf.Config) int {
 	}
 	var current atomic.Pointer[stages.Server]
 	current.Store(srv)
-	serveMetrics(cfg, func() stages.Snapshot { return current.Load().Snapshot() })
+	serveMetrics(cfg, func() counters.Snapshot { return current.Load().Snapshot() })
 	var running sync.WaitGroup
 	start := func(s *stages.Server) {
 		running.Add(1)
@@ -334,7 +335,7 @@ func runSingle(o *options, cfg *conf.Config) int {
 
 // reloadServer builds a server from the configuration as it is now on disk;
 // it carries on the counters of the server it replaces.
-func reloadServer(o *options, lfds []int, stats *stages.Stats) (*stages.Server, error) {
+func reloadServer(o *options, lfds []int, stats *counters.Stats) (*stages.Server, error) {
 	cfg, err := loadConfig(o)
 	if err != nil {
 		return nil, err
@@ -449,7 +450,7 @@ func runSupervisor(o *options, args []string, cfg *conf.Config) int {
 	proc.ReportStarted(nil)
 	proc.Notify("READY=1")
 	stopStats := make(chan struct{})
-	go stages.ReportStats(sup.Stats, stopStats)
+	go counters.ReportEvery(sup.Stats, stages.StatsInterval(cfg), stopStats)
 	serveMetrics(cfg, sup.Stats)
 	for {
 		select {
@@ -550,12 +551,12 @@ func runInetd(o *options, cfg *conf.Config) int {
 }
 
 // serveMetrics serves Prometheus metrics on metrics_address, if set.
-func serveMetrics(cfg *conf.Config, snapshot func() stages.Snapshot) {
+func serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot) {
 	if cfg.MetricsAddress == "" {
 		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", stages.MetricsHandler(snapshot, cfg.Method().Name))
+	mux.Handle("/metrics", counters.MetricsHandler(snapshot, cfg.Method().Name))
 	go func() {
 		glog.Infof("metrics on http://%s/metrics", cfg.MetricsAddress)
 		if err := http.ListenAndServe(cfg.MetricsAddress, mux); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"nsca_fast/stages/counters"
 	"os"
 	"strconv"
 	"sync"
@@ -17,7 +18,7 @@ import (
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // ErrListen wraps failures to create the listening socket.
@@ -91,7 +92,7 @@ type AcceptConfig struct {
 // sockets, sends each its init packet and hands it to the read stage.
 type Acceptor struct {
 	cfg      AcceptConfig
-	stats    *Stats
+	stats    *counters.Stats
 	log      *rateLog
 	nextID   atomic.Uint64
 	stopOnce sync.Once
@@ -104,7 +105,7 @@ type Acceptor struct {
 }
 
 // NewAcceptor returns an accept stage over already listening sockets.
-func NewAcceptor(listeners []int, cfg AcceptConfig, stats *Stats, log *rateLog) (*Acceptor, error) {
+func NewAcceptor(listeners []int, cfg AcceptConfig, stats *counters.Stats, log *rateLog) (*Acceptor, error) {
 	a := &Acceptor{cfg: cfg, stats: stats, log: log}
 	for _, fd := range listeners {
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
@@ -256,8 +257,8 @@ func (a *Acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out c
 func (c *Conn) greet() error {
 	c.InitTime = uint32(time.Now().Unix())
 	rand.Read(c.IV[:])
-	var init [packet.InitSize]byte
-	packet.InitPacket(init[:], c.IV[:], c.InitTime)
+	var init [codec.InitSize]byte
+	codec.InitPacket(init[:], c.IV[:], c.InitTime)
 	if n, err := unix.Write(c.fd, init[:]); n != len(init) {
 		return fmt.Errorf("sending the init packet: wrote %d of %d bytes: %v", n, len(init), err)
 	}

@@ -2,6 +2,7 @@ package stages
 
 import (
 	"errors"
+	"nsca_fast/stages/counters"
 	"strings"
 	"time"
 
@@ -15,9 +16,9 @@ import (
 // logged as dropped. One goroutine owns a chainRunner.
 type chainRunner struct {
 	chain []sink.Sink
-	stats *Stats
+	stats *counters.Stats
 	log   *rateLog
-	held  int // what this chain's holding sinks last reported, in Stats.Held
+	held  int // what this chain's holding sinks last reported, in counters.Stats.Held
 	// failing holds, per sink name, the cause last logged for results
 	// passing it by: a sink that keeps failing for the same reason (a
 	// command file that does not exist) is reported once, not per batch,
@@ -151,7 +152,7 @@ func (r *chainRunner) holding() (n int) {
 	return n
 }
 
-// countHeld adds the change in what this chain holds to Stats.Held, which
+// countHeld adds the change in what this chain holds to counters.Stats.Held, which
 // sums every chain's.
 func (r *chainRunner) countHeld() {
 	now := r.holding()
@@ -213,7 +214,7 @@ func (r *chainRunner) emitFrom(first int, items []sink.Item) {
 		}
 	}
 	if len(rest) > 0 {
-		r.stats.DroppedInSink(DropSink, len(rest))
+		r.stats.DroppedInSink(counters.DropSink, len(rest))
 		cause := strings.Join(causes, "; ")
 		if cause == "" {
 			cause = "no sink is configured"

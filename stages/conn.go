@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 
 	"nsca_fast/cgo/mcrypt"
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // Conn is one client connection. Fields are grouped by the stage that owns
@@ -21,7 +21,7 @@ type Conn struct {
 	// Set by accept (or by read, after a PROXY header), read-only afterwards.
 	ID       uint64
 	Peer     netip.AddrPort
-	IV       [packet.IVSize]byte
+	IV       [codec.IVSize]byte
 	InitTime uint32 // the server time sent in the init packet
 
 	// Read stage. With proxy_protocol, Peer, IV and InitTime are set here,
@@ -89,7 +89,7 @@ const (
 var (
 	chunkPool      = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 	smallChunkPool = sync.Pool{New: func() any { b := make([]byte, smallChunkSize); return &b }}
-	packetPool     = sync.Pool{New: func() any { b := make([]byte, packet.Size); return &b }}
+	packetPool     = sync.Pool{New: func() any { b := make([]byte, codec.Size); return &b }}
 )
 
 func getChunk() []byte { return *(chunkPool.Get().(*[]byte)) }

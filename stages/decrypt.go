@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"nsca_fast/stages/counters"
 	"time"
 
 	"nsca_fast/cgo/mcrypt"
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // ErrCipher wraps failures to set up decryption.
@@ -40,7 +41,7 @@ func CheckCipher(c CipherConfig) error {
 		return fmt.Errorf("%w: decryption_method=%d (%s): %w", ErrCipher, c.Method, c.Algorithm, err)
 	}
 	defer m.Close()
-	if err := m.Init(c.Password, make([]byte, packet.IVSize)); err != nil {
+	if err := m.Init(c.Password, make([]byte, codec.IVSize)); err != nil {
 		return fmt.Errorf("%w: decryption_method=%d (%s): %w", ErrCipher, c.Method, c.Algorithm, err)
 	}
 	return nil
@@ -49,10 +50,10 @@ func CheckCipher(c CipherConfig) error {
 // decrypter is one decrypt goroutine's state.
 type decrypter struct {
 	cfg    CipherConfig
-	xor    *packet.XORKey
+	xor    *codec.XORKey
 	shared *mcrypt.Module // decryption_mode=1: keyed once, register set per use
 	ivSize int
-	stats  *Stats
+	stats  *counters.Stats
 	log    *rateLog
 }
 
@@ -61,13 +62,13 @@ type decrypter struct {
 // goroutine. Framing lives here because the packet size (720 or 4304) can
 // only be decided by decrypting the first packet. out is closed when all
 // goroutines are done.
-func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, n, depth int, cfg CipherConfig, stats *Stats, log *rateLog) error {
+func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, n, depth int, cfg CipherConfig, stats *counters.Stats, log *rateLog) error {
 	if n < 1 {
 		n = 1
 	}
 	ds := make([]*decrypter, n)
 	for i := range ds {
-		d := &decrypter{cfg: cfg, stats: stats, log: log, xor: packet.NewXORKey(cfg.Password)}
+		d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password)}
 		if cfg.usesMcrypt() {
 			m, err := mcrypt.Open(cfg.Algorithm)
 			if err != nil {
@@ -77,7 +78,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, n, de
 			d.ivSize = m.IVSize()
 			if cfg.PerConnection {
 				m.Close()
-			} else if err := m.Init(cfg.Password, make([]byte, packet.IVSize)); err != nil {
+			} else if err := m.Init(cfg.Password, make([]byte, codec.IVSize)); err != nil {
 				m.Close()
 				closeDecrypters(ds)
 				return fmt.Errorf("%w: %w", ErrCipher, err)
@@ -128,9 +129,9 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 		}
 		target := c.packetSize
 		if target == 0 {
-			target = packet.LegacySize
-			if c.curN >= packet.LegacySize {
-				target = packet.Size
+			target = codec.LegacySize
+			if c.curN >= codec.LegacySize {
+				target = codec.Size
 			}
 		}
 		n := min(target-c.curN, len(buf))
@@ -145,12 +146,12 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 			return
 		}
 		if c.packetSize == 0 {
-			c.packetSize = d.decideSize(c.cur[:packet.LegacySize])
+			c.packetSize = d.decideSize(c.cur[:codec.LegacySize])
 			// A wrong version at the start means a wrong password or method:
 			// validation rejects that first packet, and the rest of the
 			// stream cannot be framed into checks, so it is not counted as
 			// more of them.
-			c.discard = int16(binary.BigEndian.Uint16(c.cur)) != packet.Version
+			c.discard = int16(binary.BigEndian.Uint16(c.cur)) != codec.Version
 		}
 		if c.curN == c.packetSize {
 			d.stats.Received.Add(1)
@@ -169,10 +170,10 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 // at once with its real reason instead of waiting for bytes that a client
 // with the wrong password or a 720-byte client will never send.
 func (d *decrypter) decideSize(first []byte) int {
-	if packet.Valid(first) || int16(binary.BigEndian.Uint16(first)) != packet.Version {
-		return packet.LegacySize
+	if codec.Valid(first) || int16(binary.BigEndian.Uint16(first)) != codec.Version {
+		return codec.LegacySize
 	}
-	return packet.Size
+	return codec.Size
 }
 
 // decrypt writes the plaintext of src, which continues the connection's
@@ -246,7 +247,7 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		d.stats.Received.Add(1)
 		size := c.packetSize
 		if size == 0 {
-			size = packet.LegacySize
+			size = codec.LegacySize
 		}
 		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.curN, Want: size, Why: why}})
 	}

@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"nsca_fast/stages/counters"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,7 @@ type Destination struct {
 // batch to every destination.
 type Emitter struct {
 	dests []*destRunner
-	stats *Stats
+	stats *counters.Stats
 	log   *rateLog
 }
 
@@ -70,7 +71,7 @@ type batch struct {
 }
 
 // NewEmitter returns an emit stage over the destinations.
-func NewEmitter(dests []Destination, stats *Stats, log *rateLog) *Emitter {
+func NewEmitter(dests []Destination, stats *counters.Stats, log *rateLog) *Emitter {
 	e := &Emitter{stats: stats, log: log}
 	for _, d := range dests {
 		r := &destRunner{Destination: d}

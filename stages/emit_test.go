@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"nsca_fast/stages/counters"
 	"sync"
 	"testing"
 	"time"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 	"nsca_fast/stages/sink"
 )
 
@@ -49,7 +50,7 @@ func (m *memorySink) hosts() []string {
 func feed(n int) chan sink.Item {
 	in := make(chan sink.Item, n)
 	for i := range n {
-		in <- sink.Item{Result: packet.Result{Host: fmt.Sprintf("h%03d", i)}}
+		in <- sink.Item{Result: codec.Result{Host: fmt.Sprintf("h%03d", i)}}
 	}
 	close(in)
 	return in
@@ -62,7 +63,7 @@ func TestEmitterStalledDestinationOverflows(t *testing.T) {
 	stalled := &memorySink{name: "stalled", gate: make(chan struct{})}
 	stalledFallback := &memorySink{name: "stalled-fallback"}
 	overflow := &memorySink{name: "stalled-overflow"}
-	stats := NewStats()
+	stats := counters.NewStats()
 	e := NewEmitter([]Destination{
 		{Name: "local", Chain: []sink.Sink{fast}, Capacity: 10, Blocking: true},
 		{Name: "remote", Chain: []sink.Sink{stalled, stalledFallback}, Overflow: []sink.Sink{overflow}, Capacity: 10},
@@ -98,7 +99,7 @@ func TestEmitterFallbackAndDrop(t *testing.T) {
 	dead := &memorySink{name: "dead", fail: true}
 	fallback := &memorySink{name: "dump"}
 	deadAlone := &memorySink{name: "dead-alone", fail: true}
-	stats := NewStats()
+	stats := counters.NewStats()
 	e := NewEmitter([]Destination{
 		{Name: "a", Chain: []sink.Sink{dead, fallback}, Capacity: 1000},
 		{Name: "b", Chain: []sink.Sink{deadAlone}, Capacity: 1000},
@@ -109,7 +110,7 @@ func TestEmitterFallbackAndDrop(t *testing.T) {
 	if len(fallback.hosts()) != 20 || snap.Emitted["dump"] != 20 || snap.FellBack["dead"] != 20 || snap.SinkErrors["dead"] == 0 {
 		t.Errorf("fallback got %d; emitted %v, fell back %v, errors %v", len(fallback.hosts()), snap.Emitted, snap.FellBack, snap.SinkErrors)
 	}
-	if snap.Dropped[DropSink] != 20 || snap.FellBack["dead-alone"] != 0 {
+	if snap.Dropped[counters.DropSink] != 20 || snap.FellBack["dead-alone"] != 0 {
 		t.Errorf("dropped %v, fell back %v; want 20 sink_failed from the destination without a fallback", snap.Dropped, snap.FellBack)
 	}
 	if snap.Queued() != 0 {
@@ -131,7 +132,7 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 func TestEmitterAbortSkipsRemote(t *testing.T) {
 	hung := &memorySink{name: "hung", gate: make(chan struct{})}
 	fallback := &memorySink{name: "dump"}
-	stats := NewStats()
+	stats := counters.NewStats()
 	e := NewEmitter([]Destination{
 		// Room for the ten single-result batches the loop below queues.
 		{Name: "remote", Chain: []sink.Sink{hung, fallback}, Capacity: 16 * maxBatch, Remote: true},
@@ -139,14 +140,14 @@ func TestEmitterAbortSkipsRemote(t *testing.T) {
 	ctx, abort := context.WithCancel(context.Background())
 	in := make(chan sink.Item)
 	done := e.Start(ctx, in)
-	in <- sink.Item{Result: packet.Result{Host: "first"}}
+	in <- sink.Item{Result: codec.Result{Host: "first"}}
 	// The first result is inside the hung sink's Write; the rest queue.
 	d := e.dests[0]
 	if !waitFor(5*time.Second, func() bool { return d.queued.Load() == 1 && len(d.queue) == 0 }) {
 		t.Fatal("the first result was not taken off the queue")
 	}
 	for i := range 10 {
-		in <- sink.Item{Result: packet.Result{Host: fmt.Sprintf("q%d", i)}}
+		in <- sink.Item{Result: codec.Result{Host: fmt.Sprintf("q%d", i)}}
 	}
 	close(in)
 	abort()

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"nsca_fast/stages/counters"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,7 @@ import (
 
 	"nsca_fast/cgo/mcrypt"
 	"nsca_fast/conf"
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 func TestMain(m *testing.M) {
@@ -49,7 +50,7 @@ type testServer struct {
 	runErr  chan error
 	start   time.Time
 	stopped bool
-	snap    Snapshot
+	snap    counters.Snapshot
 }
 
 func startServer(t *testing.T, mutate func(*conf.Config)) *testServer {
@@ -97,7 +98,7 @@ func startServer(t *testing.T, mutate func(*conf.Config)) *testServer {
 
 // stop shuts the server down, waits for Run to return and checks that every
 // packet received was either emitted or counted as dropped.
-func (ts *testServer) stop() Snapshot {
+func (ts *testServer) stop() counters.Snapshot {
 	t := ts.t
 	t.Helper()
 	if ts.stopped {
@@ -193,11 +194,11 @@ func dialVia(t *testing.T, ts *testServer, method int, password string, header [
 	if _, err := conn.Write(header); err != nil {
 		t.Fatalf("sending the PROXY header: %v", err)
 	}
-	init := make([]byte, packet.InitSize)
+	init := make([]byte, codec.InitSize)
 	if _, err := io.ReadFull(conn, init); err != nil {
 		t.Fatalf("reading the init packet: %v", err)
 	}
-	c := &client{t: t, conn: conn, iv: init[:packet.IVSize], initTime: binary.BigEndian.Uint32(init[packet.IVSize:]), rng: rand.New(rand.NewPCG(rand.Uint64(), 1))}
+	c := &client{t: t, conn: conn, iv: init[:codec.IVSize], initTime: binary.BigEndian.Uint32(init[codec.IVSize:]), rng: rand.New(rand.NewPCG(rand.Uint64(), 1))}
 	if now := uint32(time.Now().Unix()); c.initTime+2 < now || c.initTime > now+2 {
 		t.Errorf("init packet time %d, now %d", c.initTime, now)
 	}
@@ -205,7 +206,7 @@ func dialVia(t *testing.T, ts *testServer, method int, password string, header [
 	case 0:
 		c.encrypt = func([]byte) {}
 	case 1:
-		c.encrypt = func(p []byte) { packet.XOR(p, c.iv, []byte(password), 0) }
+		c.encrypt = func(p []byte) { codec.XOR(p, c.iv, []byte(password), 0) }
 	default:
 		m, ok := conf.MethodByNumber(method)
 		if !ok {
@@ -226,12 +227,12 @@ func dialVia(t *testing.T, ts *testServer, method int, password string, header [
 
 // packet builds one encrypted packet of size bytes for r, noise-filled as
 // send_nsca does. mutate, if set, runs on the plaintext after encoding.
-func (c *client) packet(size int, r packet.Result, mutate func([]byte)) []byte {
+func (c *client) packet(size int, r codec.Result, mutate func([]byte)) []byte {
 	p := make([]byte, size)
 	for i := range p {
 		p[i] = byte(c.rng.UintN(256))
 	}
-	packet.Encode(p, r)
+	codec.Encode(p, r)
 	if mutate != nil {
 		mutate(p)
 	}
@@ -255,7 +256,7 @@ func (c *client) send(b []byte) {
 }
 
 // sendResults encrypts and sends rs as packets of size bytes.
-func (c *client) sendResults(size int, rs []packet.Result) {
+func (c *client) sendResults(size int, rs []codec.Result) {
 	c.t.Helper()
 	var all []byte
 	for _, r := range rs {
@@ -286,7 +287,7 @@ func (c *client) close() { c.conn.Close() }
 var escaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
 
 // want is the command line body stock writes for r (without "[time] ").
-func want(r packet.Result) string {
+func want(r codec.Result) string {
 	if r.Service == "" {
 		return fmt.Sprintf("PROCESS_HOST_CHECK_RESULT;%s;%d;%s", r.Host, r.ReturnCode, escaper.Replace(r.Output))
 	}
@@ -294,10 +295,10 @@ func want(r packet.Result) string {
 }
 
 // results makes n distinct results for connection conn.
-func results(conn, n int, ts uint32) []packet.Result {
-	rs := make([]packet.Result, n)
+func results(conn, n int, ts uint32) []codec.Result {
+	rs := make([]codec.Result, n)
 	for i := range rs {
-		r := packet.Result{
+		r := codec.Result{
 			Timestamp:  ts,
 			ReturnCode: int16(i%4 - 1), // includes -1
 			Host:       fmt.Sprintf("host-%d", conn),
@@ -320,7 +321,7 @@ func results(conn, n int, ts uint32) []packet.Result {
 
 // expectInOrder checks that got holds exactly the results of every
 // connection, each connection's in the order sent.
-func expectInOrder(t *testing.T, got []string, conns [][]packet.Result) {
+func expectInOrder(t *testing.T, got []string, conns [][]codec.Result) {
 	t.Helper()
 	type pos struct{ conn, idx int }
 	where := map[string]pos{}
@@ -378,7 +379,7 @@ func TestPipelineMethods(t *testing.T) {
 				c.ThreadsPerWorker = 3
 			})
 			const nconn = 4
-			conns := make([][]packet.Result, nconn)
+			conns := make([][]codec.Result, nconn)
 			clients := make([]*client, nconn)
 			for i := range clients {
 				clients[i] = dial(t, ts, tc.method, testPassword)
@@ -393,9 +394,9 @@ func TestPipelineMethods(t *testing.T) {
 			}
 			var wg sync.WaitGroup
 			for i, c := range clients {
-				size := packet.Size
+				size := codec.Size
 				if i == legacy {
-					size = packet.LegacySize
+					size = codec.LegacySize
 				}
 				wg.Add(1)
 				go func() {
@@ -420,16 +421,16 @@ func TestPipelineMethods(t *testing.T) {
 func TestPipelineLegacy(t *testing.T) {
 	ts := startServer(t, func(c *conf.Config) { c.DecryptionMethod = 1 })
 	c := dial(t, ts, 1, testPassword)
-	rs := []packet.Result{
+	rs := []codec.Result{
 		{Timestamp: c.initTime, ReturnCode: 0, Host: "old", Service: "a", Output: "first"},
 		{Timestamp: c.initTime, ReturnCode: 2, Host: "old", Output: "host check\nwith newline"},
 		{Timestamp: c.initTime, ReturnCode: 1, Host: "old", Service: "b", Output: strings.Repeat("L", 600)},
 		{Timestamp: c.initTime, ReturnCode: 3, Host: "old", Service: "c", Output: "last"},
 	}
-	c.sendResults(packet.LegacySize, rs)
+	c.sendResults(codec.LegacySize, rs)
 	c.close()
 	rs[2].Output = strings.Repeat("L", 511) // the legacy output field holds 511 characters
-	expectInOrder(t, ts.lines(), [][]packet.Result{rs})
+	expectInOrder(t, ts.lines(), [][]codec.Result{rs})
 	if s := ts.stop(); s.Received != 4 || s.TotalDropped() != 0 {
 		t.Errorf("stats: %s", s.Line(s, 0))
 	}
@@ -440,12 +441,12 @@ func TestPipelineBadCRC(t *testing.T) {
 	good := dial(t, ts, 1, testPassword)
 	bad := dial(t, ts, 1, testPassword)
 
-	first := packet.Result{Timestamp: bad.initTime, Host: "bad", Service: "s", Output: "before the bad packet"}
+	first := codec.Result{Timestamp: bad.initTime, Host: "bad", Service: "s", Output: "before the bad packet"}
 	var b []byte
-	b = append(b, bad.packet(packet.Size, first, nil)...)
-	b = append(b, bad.packet(packet.Size, packet.Result{Timestamp: bad.initTime, Host: "bad", Service: "s", Output: "corrupted"},
+	b = append(b, bad.packet(codec.Size, first, nil)...)
+	b = append(b, bad.packet(codec.Size, codec.Result{Timestamp: bad.initTime, Host: "bad", Service: "s", Output: "corrupted"},
 		func(p []byte) { p[300] ^= 0x01 })...)
-	b = append(b, bad.packet(packet.Size, packet.Result{Timestamp: bad.initTime, Host: "bad", Service: "s", Output: "after the bad packet"}, nil)...)
+	b = append(b, bad.packet(codec.Size, codec.Result{Timestamp: bad.initTime, Host: "bad", Service: "s", Output: "after the bad packet"}, nil)...)
 	if _, err := bad.conn.Write(b); err != nil {
 		t.Fatalf("write: %v", err)
 	}
@@ -453,23 +454,23 @@ func TestPipelineBadCRC(t *testing.T) {
 
 	// The good connection was open all along and is unaffected.
 	rs := results(7, 5, good.initTime)
-	good.sendResults(packet.Size, rs)
+	good.sendResults(codec.Size, rs)
 	good.close()
 
-	expectInOrder(t, ts.lines(), [][]packet.Result{{first}, rs})
+	expectInOrder(t, ts.lines(), [][]codec.Result{{first}, rs})
 	s := ts.stop()
-	if s.Dropped[DropBadCRC] != 1 {
-		t.Errorf("bad_crc = %d, want 1 (%v)", s.Dropped[DropBadCRC], s.Dropped)
+	if s.Dropped[counters.DropBadCRC] != 1 {
+		t.Errorf("bad_crc = %d, want 1 (%v)", s.Dropped[counters.DropBadCRC], s.Dropped)
 	}
-	if s.Dropped[DropBadVersion] != 0 {
-		t.Errorf("bad_version = %d, want 0", s.Dropped[DropBadVersion])
+	if s.Dropped[counters.DropBadVersion] != 0 {
+		t.Errorf("bad_version = %d, want 0", s.Dropped[counters.DropBadVersion])
 	}
 }
 
 func TestPipelineWrongPassword(t *testing.T) {
 	ts := startServer(t, func(c *conf.Config) { c.DecryptionMethod = 14; c.DecryptionMode = 1 })
 	bad := dial(t, ts, 14, "not the password")
-	b := bad.packet(packet.Size, packet.Result{Timestamp: bad.initTime, Host: "h", Service: "s", Output: "o"}, nil)
+	b := bad.packet(codec.Size, codec.Result{Timestamp: bad.initTime, Host: "h", Service: "s", Output: "o"}, nil)
 	if _, err := bad.conn.Write(b); err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestPipelineWrongPassword(t *testing.T) {
 		t.Errorf("lines from a client with the wrong password: %q", got)
 	}
 	s := ts.stop()
-	if s.Dropped[DropBadVersion]+s.Dropped[DropBadCRC] != 1 {
+	if s.Dropped[counters.DropBadVersion]+s.Dropped[counters.DropBadCRC] != 1 {
 		t.Errorf("dropped %v, want one bad_version (or bad_crc)", s.Dropped)
 	}
 }
@@ -487,28 +488,28 @@ func TestPipelineShortPacket(t *testing.T) {
 	ts := startServer(t, func(c *conf.Config) { c.DecryptionMethod = 1 })
 	// Half of a 4304-byte packet, then close.
 	c1 := dial(t, ts, 1, testPassword)
-	p := c1.packet(packet.Size, packet.Result{Timestamp: c1.initTime, Host: "h", Service: "half", Output: "o"}, nil)
-	c1.send(p[:packet.Size/2])
+	p := c1.packet(codec.Size, codec.Result{Timestamp: c1.initTime, Host: "h", Service: "half", Output: "o"}, nil)
+	c1.send(p[:codec.Size/2])
 	c1.close()
 	// Less than a legacy packet.
 	c2 := dial(t, ts, 1, testPassword)
-	p = c2.packet(packet.Size, packet.Result{Timestamp: c2.initTime, Host: "h", Service: "tiny", Output: "o"}, nil)
+	p = c2.packet(codec.Size, codec.Result{Timestamp: c2.initTime, Host: "h", Service: "tiny", Output: "o"}, nil)
 	c2.send(p[:300])
 	c2.close()
 	// One whole packet and part of a second.
 	c3 := dial(t, ts, 1, testPassword)
-	whole := packet.Result{Timestamp: c3.initTime, Host: "h", Service: "whole", Output: "delivered"}
-	b := c3.packet(packet.Size, whole, nil)
-	b = append(b, c3.packet(packet.Size, packet.Result{Timestamp: c3.initTime, Host: "h", Service: "cut", Output: "o"}, nil)[:1000]...)
+	whole := codec.Result{Timestamp: c3.initTime, Host: "h", Service: "whole", Output: "delivered"}
+	b := c3.packet(codec.Size, whole, nil)
+	b = append(b, c3.packet(codec.Size, codec.Result{Timestamp: c3.initTime, Host: "h", Service: "cut", Output: "o"}, nil)[:1000]...)
 	c3.send(b)
 	c3.close()
 
-	expectInOrder(t, ts.lines(), [][]packet.Result{{whole}})
+	expectInOrder(t, ts.lines(), [][]codec.Result{{whole}})
 	s := ts.stop()
 	// c1 and c2 never sent a whole packet: connections that failed, not
 	// checks; only c3's cut packet is a check lost.
-	if s.Dropped[DropShort] != 1 || s.Incomplete != 2 {
-		t.Errorf("short_packet = %d, incomplete connections = %d, want 1 and 2 (%v)", s.Dropped[DropShort], s.Incomplete, s.Dropped)
+	if s.Dropped[counters.DropShort] != 1 || s.Incomplete != 2 {
+		t.Errorf("short_packet = %d, incomplete connections = %d, want 1 and 2 (%v)", s.Dropped[counters.DropShort], s.Incomplete, s.Dropped)
 	}
 	if s.Received != 2 {
 		t.Errorf("Received = %d, want 2", s.Received)
@@ -519,13 +520,13 @@ func TestPipelineMaxChecks(t *testing.T) {
 	ts := startServer(t, func(c *conf.Config) { c.MaxChecksPerConnection = 2 })
 	c := dial(t, ts, 0, "")
 	rs := results(1, 3, c.initTime)
-	c.sendResults(packet.Size, rs)
+	c.sendResults(codec.Size, rs)
 	c.waitClosed()
 	c.close()
-	expectInOrder(t, ts.lines(), [][]packet.Result{rs[:2]})
+	expectInOrder(t, ts.lines(), [][]codec.Result{rs[:2]})
 	s := ts.stop()
-	if s.Dropped[DropTooManyChecks] != 1 {
-		t.Errorf("too_many_checks = %d, want 1 (%v)", s.Dropped[DropTooManyChecks], s.Dropped)
+	if s.Dropped[counters.DropTooManyChecks] != 1 {
+		t.Errorf("too_many_checks = %d, want 1 (%v)", s.Dropped[counters.DropTooManyChecks], s.Dropped)
 	}
 }
 
@@ -536,27 +537,27 @@ func TestPipelineStale(t *testing.T) {
 		c.MaxPacketAge = 30
 	})
 	old := dial(t, ts, 1, testPassword)
-	old.sendResults(packet.Size, []packet.Result{{Timestamp: old.initTime - 1000, Host: "h", Service: "old", Output: "o"}})
+	old.sendResults(codec.Size, []codec.Result{{Timestamp: old.initTime - 1000, Host: "h", Service: "old", Output: "o"}})
 	old.waitClosed()
 	old.close()
 
 	future := dial(t, ts, 1, testPassword)
-	future.sendResults(packet.Size, []packet.Result{{Timestamp: future.initTime + 1000, Host: "h", Service: "future", Output: "o"}})
+	future.sendResults(codec.Size, []codec.Result{{Timestamp: future.initTime + 1000, Host: "h", Service: "future", Output: "o"}})
 	future.waitClosed()
 	future.close()
 
 	fresh := dial(t, ts, 1, testPassword)
-	ok := []packet.Result{
+	ok := []codec.Result{
 		{Timestamp: fresh.initTime, Host: "h", Service: "fresh", Output: "o"},
 		{Timestamp: fresh.initTime - 20, Host: "h", Service: "20s old", Output: "o"},
 	}
-	fresh.sendResults(packet.Size, ok)
+	fresh.sendResults(codec.Size, ok)
 	fresh.close()
 
-	expectInOrder(t, ts.lines(), [][]packet.Result{ok})
+	expectInOrder(t, ts.lines(), [][]codec.Result{ok})
 	s := ts.stop()
-	if s.Dropped[DropStale] != 2 {
-		t.Errorf("stale = %d, want 2 (%v)", s.Dropped[DropStale], s.Dropped)
+	if s.Dropped[counters.DropStale] != 2 {
+		t.Errorf("stale = %d, want 2 (%v)", s.Dropped[counters.DropStale], s.Dropped)
 	}
 }
 
@@ -564,10 +565,10 @@ func TestPipelineStale(t *testing.T) {
 func TestPipelineStaleNotEnforcedByDefault(t *testing.T) {
 	ts := startServer(t, nil)
 	c := dial(t, ts, 0, "")
-	rs := []packet.Result{{Timestamp: c.initTime - 100000, Host: "h", Service: "old", Output: "o"}}
-	c.sendResults(packet.Size, rs)
+	rs := []codec.Result{{Timestamp: c.initTime - 100000, Host: "h", Service: "old", Output: "o"}}
+	c.sendResults(codec.Size, rs)
 	c.close()
-	expectInOrder(t, ts.lines(), [][]packet.Result{rs})
+	expectInOrder(t, ts.lines(), [][]codec.Result{rs})
 }
 
 func TestPipelineOrdering(t *testing.T) {
@@ -580,7 +581,7 @@ func TestPipelineOrdering(t *testing.T) {
 				c.QueueSize = 4 // small queues: back-pressure between stages
 			})
 			const nconn = 4
-			conns := make([][]packet.Result, nconn)
+			conns := make([][]codec.Result, nconn)
 			clients := make([]*client, nconn)
 			for i := range clients {
 				clients[i] = dial(t, ts, method, testPassword)
@@ -591,7 +592,7 @@ func TestPipelineOrdering(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					c.sendResults(packet.Size, conns[i])
+					c.sendResults(codec.Size, conns[i])
 					c.close()
 				}()
 			}
@@ -624,9 +625,9 @@ func TestPipelineIdleShutdown(t *testing.T) {
 func TestPipelineShutdownGrace(t *testing.T) {
 	ts := startServer(t, func(c *conf.Config) { c.DecryptionMethod = 1 })
 	c := dial(t, ts, 1, testPassword)
-	whole := packet.Result{Timestamp: c.initTime, Host: "h", Service: "lingering", Output: "sent before shutdown"}
-	b := c.packet(packet.Size, whole, nil)
-	b = append(b, c.packet(packet.Size, packet.Result{Timestamp: c.initTime, Host: "h", Service: "unfinished", Output: "o"}, nil)[:100]...)
+	whole := codec.Result{Timestamp: c.initTime, Host: "h", Service: "lingering", Output: "sent before shutdown"}
+	b := c.packet(codec.Size, whole, nil)
+	b = append(b, c.packet(codec.Size, codec.Result{Timestamp: c.initTime, Host: "h", Service: "unfinished", Output: "o"}, nil)[:100]...)
 	c.send(b)
 	time.Sleep(100 * time.Millisecond) // let the server read it
 	start := time.Now()
@@ -635,9 +636,9 @@ func TestPipelineShutdownGrace(t *testing.T) {
 	if took > shutdownGrace+2*time.Second {
 		t.Errorf("Run returned %v after Shutdown, grace is %v", took, shutdownGrace)
 	}
-	expectInOrder(t, got, [][]packet.Result{{whole}})
+	expectInOrder(t, got, [][]codec.Result{{whole}})
 	c.waitClosed()
-	if s := ts.stop(); s.Dropped[DropShort] != 1 {
+	if s := ts.stop(); s.Dropped[counters.DropShort] != 1 {
 		t.Errorf("dropped %v, want short_packet=1", s.Dropped)
 	}
 }
@@ -653,15 +654,15 @@ func TestPipelineIdleTimeout(t *testing.T) {
 	}
 	// A client that keeps sending is not closed by the timeout.
 	c2 := dial(t, ts, 0, "")
-	var rs []packet.Result
+	var rs []codec.Result
 	for i := range 6 {
-		r := packet.Result{Timestamp: c2.initTime, Host: "h", Service: fmt.Sprintf("busy %d", i), Output: "o"}
+		r := codec.Result{Timestamp: c2.initTime, Host: "h", Service: fmt.Sprintf("busy %d", i), Output: "o"}
 		rs = append(rs, r)
-		c2.sendResults(packet.Size, []packet.Result{r})
+		c2.sendResults(codec.Size, []codec.Result{r})
 		time.Sleep(300 * time.Millisecond)
 	}
 	c2.close()
-	expectInOrder(t, ts.lines(), [][]packet.Result{rs})
+	expectInOrder(t, ts.lines(), [][]codec.Result{rs})
 }
 
 // stageGoroutines counts goroutines running pipeline code, the test's own
@@ -713,9 +714,9 @@ func TestPipelineNoLeaks(t *testing.T) {
 	ts := startServer(t, func(c *conf.Config) { c.DecryptionMethod = 14; c.AggregateWrites = true })
 	c := dial(t, ts, 14, testPassword)
 	rs := results(1, 3, c.initTime)
-	c.sendResults(packet.Size, rs)
+	c.sendResults(codec.Size, rs)
 	c.close()
-	expectInOrder(t, ts.lines(), [][]packet.Result{rs})
+	expectInOrder(t, ts.lines(), [][]codec.Result{rs})
 	c.conn.Close()
 
 	var g1 int
@@ -739,7 +740,7 @@ func TestPipelineNoLeaks(t *testing.T) {
 // descriptor number is then free for reuse (the emitter opens the command
 // file once per write), so requestClose must not write to it.
 func TestRequestCloseAfterReaderExit(t *testing.T) {
-	stats := NewStats()
+	stats := counters.NewStats()
 	in := make(chan *Conn, 1)
 	out := make(chan chunk, 16)
 	ctx := t.Context()
@@ -859,8 +860,8 @@ func TestDecryptPerConnectionMcrypt(t *testing.T) {
 			for i := range c.IV {
 				c.IV[i] = byte(i * 7)
 			}
-			plain := make([]byte, packet.Size)
-			packet.Encode(plain, packet.Result{Timestamp: 1, Host: "h", Service: "s", Output: "per-connection"})
+			plain := make([]byte, codec.Size)
+			codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Service: "s", Output: "per-connection"})
 			enc, err := mcrypt.Open(alg)
 			if err != nil {
 				t.Fatal(err)
@@ -872,8 +873,8 @@ func TestDecryptPerConnectionMcrypt(t *testing.T) {
 			ct := bytes.Clone(plain)
 			enc.Encrypt(ct)
 
-			d := &decrypter{cfg: cfg, stats: NewStats(), log: newRateLog(time.Second, 5)}
-			dst := make([]byte, packet.Size)
+			d := &decrypter{cfg: cfg, stats: counters.NewStats(), log: newRateLog(time.Second, 5)}
+			dst := make([]byte, codec.Size)
 			func() {
 				defer func() {
 					if r := recover(); r != nil {
@@ -895,11 +896,11 @@ func TestDecryptPerConnectionMcrypt(t *testing.T) {
 }
 
 func TestAccountingHelpers(t *testing.T) {
-	s := NewStats()
+	s := counters.NewStats()
 	s.Received.Add(5)
 	s.Emitted("file").Add(3)
-	s.Dropped(DropBadCRC).Add(1)
-	s.Dropped(DropShort).Add(1)
+	s.Dropped(counters.DropBadCRC).Add(1)
+	s.Dropped(counters.DropShort).Add(1)
 	snap := s.Snapshot()
 	if snap.TotalEmitted() != 3 || snap.TotalDropped() != 2 || snap.Received != 5 {
 		t.Errorf("snapshot: %+v", snap)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"nsca_fast/stages/counters"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,7 +15,7 @@ import (
 	"github.com/pires/go-proxyproto"
 
 	"nsca_fast/conf"
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 func proxyV2(t *testing.T, cmd proxyproto.ProtocolVersionAndCommand, src, dst string) []byte {
@@ -131,26 +132,26 @@ func TestPipelineProxyProtocol(t *testing.T) {
 		c.AllowedHosts = "192.0.2.0/24"
 		c.ConnectionTimeout = 1
 	})
-	r := packet.Result{Timestamp: uint32(time.Now().Unix()), Host: "web1", Service: "disk", Output: "OK"}
+	r := codec.Result{Timestamp: uint32(time.Now().Unix()), Host: "web1", Service: "disk", Output: "OK"}
 	c := dialVia(t, ts, 0, testPassword, proxyV2(t, proxyproto.PROXY, "192.0.2.7:40001", "127.0.0.1:5667"))
-	c.sendResults(packet.Size, []packet.Result{r})
+	c.sendResults(codec.Size, []codec.Result{r})
 	c.close()
 	r.Host = "web2"
 	c = dialVia(t, ts, 0, testPassword, []byte("PROXY TCP4 192.0.2.8 127.0.0.1 40002 5667\r\n"))
-	c.sendResults(packet.Size, []packet.Result{r})
+	c.sendResults(codec.Size, []codec.Result{r})
 	c.close()
 	// A client that sends its packet along with the header, before its
 	// init packet (possible with decryption_method=0, which ignores the
 	// IV): the bytes read with the header start the stream.
 	r.Host = "web3"
-	eager := make([]byte, packet.Size)
-	packet.Encode(eager, r)
+	eager := make([]byte, codec.Size)
+	codec.Encode(eager, r)
 	if conn, err := net.Dial("tcp", ts.addr); err != nil {
 		t.Fatal(err)
 	} else {
 		conn.Write(append(proxyV2(t, proxyproto.PROXY, "192.0.2.9:40005", "127.0.0.1:5667"), eager...))
 		conn.SetDeadline(time.Now().Add(5 * time.Second))
-		io.ReadFull(conn, make([]byte, packet.InitSize))
+		io.ReadFull(conn, make([]byte, codec.InitSize))
 		conn.Close()
 	}
 
@@ -244,19 +245,19 @@ func TestPipelineProxySpoofing(t *testing.T) {
 		c.ProxyProtocolTrusted = "127.0.0.1"
 		c.StrictModeSpoofing = true
 	})
-	r := packet.Result{Timestamp: uint32(time.Now().Unix()), Host: "localhost", Service: "from-loopback", Output: "OK"}
+	r := codec.Result{Timestamp: uint32(time.Now().Unix()), Host: "localhost", Service: "from-loopback", Output: "OK"}
 	c := dialVia(t, ts, 0, testPassword, []byte("PROXY TCP4 127.0.0.1 127.0.0.1 40001 5667\r\n"))
-	c.sendResults(packet.Size, []packet.Result{r})
+	c.sendResults(codec.Size, []codec.Result{r})
 	c.close()
 	r.Service = "from-elsewhere"
 	c = dialVia(t, ts, 0, testPassword, []byte("PROXY TCP4 192.0.2.7 127.0.0.1 40002 5667\r\n"))
-	c.sendResults(packet.Size, []packet.Result{r})
+	c.sendResults(codec.Size, []codec.Result{r})
 	c.close()
 	got := ts.lines()
 	if want := []string{"PROCESS_SERVICE_CHECK_RESULT;localhost;from-loopback;0;OK"}; !slices.Equal(got, want) {
 		t.Errorf("lines %q, want %q", got, want)
 	}
-	if d := ts.snap.Dropped[DropSpoofed]; d != 1 {
+	if d := ts.snap.Dropped[counters.DropSpoofed]; d != 1 {
 		t.Errorf("dropped{spoofed_host} = %d, want 1", d)
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"nsca_fast/stages/counters"
 	"sync"
 	"time"
 
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // ReadConfig are the read stage's settings.
@@ -31,14 +32,14 @@ type ReadConfig struct {
 }
 
 // minProgress is the least a client must send per Timeout to stay connected.
-const minProgress = packet.LegacySize
+const minProgress = codec.LegacySize
 
 // reader multiplexes many connections on one epoll instance in one
 // goroutine, so 10,000 open connections cost 10,000 small structs, not
 // 10,000 goroutines.
 type reader struct {
 	cfg    ReadConfig
-	stats  *Stats
+	stats  *counters.Stats
 	log    *rateLog
 	epfd   int
 	wakefd int
@@ -81,7 +82,7 @@ func (r *reader) wakeLocked() {
 // they send and forwards it, in order, as chunks to out, which it closes
 // once every reader has finished: after in is closed and the open
 // connections have ended or used up their grace.
-func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cfg ReadConfig, stats *Stats, log *rateLog) error {
+func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cfg ReadConfig, stats *counters.Stats, log *rateLog) error {
 	if n < 1 {
 		n = 1
 	}
@@ -112,7 +113,7 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cf
 }
 
 // newReader makes a reader's epoll instance and its wake-up eventfd.
-func newReader(cfg ReadConfig, stats *Stats, log *rateLog) (*reader, error) {
+func newReader(cfg ReadConfig, stats *counters.Stats, log *rateLog) (*reader, error) {
 	r := &reader{cfg: cfg, stats: stats, log: log, epfd: -1, wakefd: -1, conns: map[int32]*Conn{}}
 	var err error
 	if r.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {

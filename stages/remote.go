@@ -2,6 +2,7 @@ package stages
 
 import (
 	"fmt"
+	"nsca_fast/stages/counters"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +24,7 @@ type icingaSink struct {
 // Refused is how many results Icinga 2 has refused so far.
 func (s *icingaSink) Refused() uint64 { return s.refused.Load() }
 
-func newIcinga(cfg *conf.Config, stats *Stats, log *rateLog) (sink.Sink, error) {
+func newIcinga(cfg *conf.Config, stats *counters.Stats, log *rateLog) (sink.Sink, error) {
 	s := &icingaSink{}
 	var err error
 	s.Icinga, err = sink.NewIcinga(sink.IcingaConfig{

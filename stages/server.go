@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"nsca_fast/stages/counters"
 	"runtime"
 	"sync"
 	"time"
@@ -28,7 +29,7 @@ type Server struct {
 	LogStats bool
 
 	cfg      *conf.Config
-	Stats    *Stats
+	Stats    *counters.Stats
 	log      *rateLog
 	acceptor *Acceptor
 	emitter  *Emitter
@@ -44,8 +45,6 @@ type Server struct {
 
 // Settings derived from the config that are not options of their own.
 const (
-	// statsInterval is stats_interval's default, for ReportStats.
-	statsInterval        = 5 * time.Second
 	shutdownGrace        = 2 * time.Second
 	fullWaitWithoutSpool = 10 * time.Second
 	// localOverflowDepth is the least the local destination queues, when
@@ -154,7 +153,7 @@ func fallbackChain(cfg *conf.Config, option string) ([]sink.Sink, error) {
 // Destinations builds every destination the config asks for: the local
 // core (command file, spool, dump file), Icinga 2's API and Gearman. On an
 // error, the sinks built so far are closed.
-func Destinations(cfg *conf.Config, stats *Stats, log *rateLog) (dests []Destination, err error) {
+func Destinations(cfg *conf.Config, stats *counters.Stats, log *rateLog) (dests []Destination, err error) {
 	defer func() {
 		if err != nil {
 			closeDestinations(dests)
@@ -258,7 +257,7 @@ func CipherOf(cfg *conf.Config) CipherConfig {
 // New checks the config and builds a server on already listening sockets.
 // stats may carry the counters of the server this one replaces (a reload),
 // so that they keep counting; nil starts from zero.
-func New(cfg *conf.Config, listeners []int, nofile uint64, stats *Stats) (*Server, error) {
+func New(cfg *conf.Config, listeners []int, nofile uint64, stats *counters.Stats) (*Server, error) {
 	cipher := CipherOf(cfg)
 	if err := CheckCipher(cipher); err != nil {
 		return nil, err
@@ -268,7 +267,7 @@ func New(cfg *conf.Config, listeners []int, nofile uint64, stats *Stats) (*Serve
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if stats == nil {
-		stats = NewStats()
+		stats = counters.NewStats()
 	}
 	s := &Server{LogStats: true, cfg: cfg, Stats: stats, log: newRateLog(10*time.Second, 5), cipher: cipher}
 	dests, err := Destinations(cfg, s.Stats, s.log)
@@ -347,7 +346,7 @@ func (s *Server) run(inetdFD int) error {
 
 	stop := make(chan struct{})
 	if s.LogStats {
-		go ReportStatsEvery(s.Stats.Snapshot, StatsInterval(cfg), stop)
+		go counters.ReportEvery(s.Stats.Snapshot, StatsInterval(cfg), stop)
 	}
 	<-done
 	close(stop)
@@ -362,41 +361,9 @@ func StatsInterval(cfg *conf.Config) time.Duration {
 	return time.Duration(cfg.StatsInterval) * time.Second
 }
 
-// ReportStats logs the statistics line from snapshot every 5 seconds (the
-// default of stats_interval) until stop is closed.
-func ReportStats(snapshot func() Snapshot, stop <-chan struct{}) {
-	ReportStatsEvery(snapshot, statsInterval, stop)
-}
-
-// ReportStatsEvery logs the statistics line from snapshot every interval
-// until stop is closed, skipping a line when no counter changed since the
-// last one logged, so an idle daemon does not fill syslog; the supervisor
-// uses it with the sum over its workers. An interval of 0 logs nothing.
-func ReportStatsEvery(snapshot func() Snapshot, interval time.Duration, stop <-chan struct{}) {
-	if interval <= 0 {
-		return
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	prev, last := snapshot(), time.Now()
-	for {
-		select {
-		case <-stop:
-			return
-		case now := <-t.C:
-			snap := snapshot()
-			if snap.Line(snap, 0) == prev.Line(prev, 0) {
-				continue
-			}
-			glog.Infof("statistics: %s", snap.Line(prev, now.Sub(last).Seconds()))
-			prev, last = snap, now
-		}
-	}
-}
-
-// Snapshot is the server's counters with the depth of its queues (the
+// counters.Snapshot is the server's counters with the depth of its queues (the
 // shards inside a stage are not counted).
-func (s *Server) Snapshot() Snapshot {
+func (s *Server) Snapshot() counters.Snapshot {
 	snap := s.Stats.Snapshot()
 	s.queuesMu.Lock()
 	defer s.queuesMu.Unlock()

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"nsca_fast/stages/counters"
 	"sync"
 	"time"
 
 	"github.com/golang/glog"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 	"nsca_fast/stages/sink"
 )
 
@@ -39,7 +40,7 @@ type ValidateConfig struct {
 
 // StartValidate runs n validate goroutines, sharded by connection so that
 // one client's results keep their order, and closes out when done.
-func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, n, depth int, cfg ValidateConfig, stats *Stats, log *rateLog) {
+func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, n, depth int, cfg ValidateConfig, stats *counters.Stats, log *rateLog) {
 	v := &validator{cfg: cfg, stats: stats, log: log}
 	startSharded(ctx, "validate", in, n, depth, func(p Packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan Packet) {
@@ -60,7 +61,7 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 
 type validator struct {
 	cfg   ValidateConfig
-	stats *Stats
+	stats *counters.Stats
 	log   *rateLog
 	dns   dnsCache
 }
@@ -71,10 +72,10 @@ type validator struct {
 func (v *validator) short(p Packet) {
 	c := p.Conn
 	if c.rejected.Load() {
-		v.stats.Dropped(DropAfterReject).Add(1)
+		v.stats.Dropped(counters.DropAfterReject).Add(1)
 		return
 	}
-	v.stats.Dropped(DropShort).Add(1)
+	v.stats.Dropped(counters.DropShort).Add(1)
 	v.log.Warningf(c.Peer.Addr().String(), "dropped short packet from %s: connection ended (%s) after %d of %d bytes of a packet",
 		c.Peer, p.Short.Why, p.Short.Got, p.Short.Want)
 }
@@ -84,7 +85,7 @@ func (v *validator) short(p Packet) {
 func (v *validator) check(p Packet) (sink.Item, bool) {
 	c := p.Conn
 	if c.rejected.Load() {
-		v.stats.Dropped(DropAfterReject).Add(1)
+		v.stats.Dropped(counters.DropAfterReject).Add(1)
 		return sink.Item{}, false
 	}
 	now := time.Now()
@@ -93,10 +94,10 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		v.reject(c, reason, err)
 		return sink.Item{}, false
 	}
-	r := packet.Decode(p.Data)
+	r := codec.Decode(p.Data)
 	if v.cfg.StrictSpoofing && !v.hostMatchesPeer(r.Host, c) {
 		// Stock drops the check but keeps the connection.
-		v.stats.Dropped(DropSpoofed).Add(1)
+		v.stats.Dropped(counters.DropSpoofed).Add(1)
 		v.log.Warningf(c.Peer.Addr().String(), "dropped check from %s: %v: %q", c.Peer, ErrSpoofed, r.Host)
 		return sink.Item{}, false
 	}
@@ -114,25 +115,25 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 // verify returns the drop reason and error for a packet that must not pass.
 func (v *validator) verify(p Packet, now time.Time) (string, error) {
 	c := p.Conn
-	if err := packet.Check(p.Data); err != nil {
+	if err := codec.Check(p.Data); err != nil {
 		if c.cipherErr != nil {
 			err = fmt.Errorf("%w (decryption failed: %v)", err, c.cipherErr)
 		}
-		if errors.Is(err, packet.ErrCRC) {
-			return DropBadCRC, err
+		if errors.Is(err, codec.ErrCRC) {
+			return counters.DropBadCRC, err
 		}
-		return DropBadVersion, err
+		return counters.DropBadVersion, err
 	}
 	if v.cfg.MaxPacketAge > 0 {
-		ts := int64(packet.TimestampOf(p.Data))
+		ts := int64(codec.TimestampOf(p.Data))
 		age := now.Unix() - ts
 		if age > int64(v.cfg.MaxPacketAge/time.Second) || -age > int64(v.cfg.MaxPacketAge/time.Second) {
-			return DropStale, fmt.Errorf("%w: timestamp %d is %d s from now (max_packet_age=%v, connection began at %d)", ErrStale, ts, age, v.cfg.MaxPacketAge, c.InitTime)
+			return counters.DropStale, fmt.Errorf("%w: timestamp %d is %d s from now (max_packet_age=%v, connection began at %d)", ErrStale, ts, age, v.cfg.MaxPacketAge, c.InitTime)
 		}
 	}
 	c.checks++
 	if v.cfg.MaxChecks > 0 && c.checks > v.cfg.MaxChecks {
-		return DropTooManyChecks, fmt.Errorf("%w: max_checks_per_connection=%d", ErrTooManyChecks, v.cfg.MaxChecks)
+		return counters.DropTooManyChecks, fmt.Errorf("%w: max_checks_per_connection=%d", ErrTooManyChecks, v.cfg.MaxChecks)
 	}
 	return "", nil
 }

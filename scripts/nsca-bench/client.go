@@ -14,7 +14,7 @@ import (
 
 	"nsca_fast/cgo/mcrypt"
 	"nsca_fast/conf"
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // Cipher is what a client needs to know to encrypt as send_nsca does: its
@@ -46,9 +46,9 @@ func NewCipher(method int, password string, legacy bool) (Cipher, error) {
 // PacketSize is 720 or 4304.
 func (c Cipher) PacketSize() int {
 	if c.Legacy {
-		return packet.LegacySize
+		return codec.LegacySize
 	}
-	return packet.Size
+	return codec.Size
 }
 
 // Encoder builds the encrypted data packets of one connection, as send_nsca
@@ -57,7 +57,7 @@ func (c Cipher) PacketSize() int {
 // libmcrypt the CFB stream runs on from one packet to the next.
 type Encoder struct {
 	cipher    Cipher
-	iv        [packet.IVSize]byte
+	iv        [codec.IVSize]byte
 	timestamp uint32
 	module    *mcrypt.Module // nil for methods 0 and 1
 	keystream []byte         // method 1: IV and password XORed, one packet long
@@ -68,11 +68,11 @@ type Encoder struct {
 // NewEncoder starts the stream of a connection whose init packet is init
 // (132 bytes). seed makes the random filling reproducible in tests.
 func NewEncoder(c Cipher, init []byte, seed uint64) (*Encoder, error) {
-	if len(init) != packet.InitSize {
-		return nil, fmt.Errorf("init packet is %d bytes, want %d", len(init), packet.InitSize)
+	if len(init) != codec.InitSize {
+		return nil, fmt.Errorf("init packet is %d bytes, want %d", len(init), codec.InitSize)
 	}
-	e := &Encoder{cipher: c, timestamp: binary.BigEndian.Uint32(init[packet.IVSize:])}
-	copy(e.iv[:], init[:packet.IVSize])
+	e := &Encoder{cipher: c, timestamp: binary.BigEndian.Uint32(init[codec.IVSize:])}
+	copy(e.iv[:], init[:codec.IVSize])
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
 	copy(s[8:], init[:24])
@@ -83,9 +83,9 @@ func NewEncoder(c Cipher, init []byte, seed uint64) (*Encoder, error) {
 		// combined stream is the same for every packet of the connection, so
 		// it is computed once and applied a word at a time (the generator
 		// must leave the cores to the daemon). The tests check it against
-		// packet.XOR.
+		// codec.XOR.
 		e.keystream = make([]byte, len(e.pkt))
-		packet.XOR(e.keystream, e.iv[:], c.Password, 0)
+		codec.XOR(e.keystream, e.iv[:], c.Password, 0)
 	}
 	if c.Method >= 2 {
 		m, err := mcrypt.Open(c.Algorithm)
@@ -119,11 +119,11 @@ var noise = func() []byte {
 
 // Build returns the next encrypted packet for r (r.Timestamp is replaced by
 // the init packet's). The slice is reused by the next call.
-func (e *Encoder) Build(r packet.Result) []byte {
+func (e *Encoder) Build(r codec.Result) []byte {
 	off := e.rng.Uint64() % uint64(len(noise)-len(e.pkt))
 	copy(e.pkt, noise[off:])
 	r.Timestamp = e.timestamp
-	packet.Encode(e.pkt, r)
+	codec.Encode(e.pkt, r)
 	switch {
 	case e.cipher.Method == 0:
 	case e.cipher.Method == 1:
@@ -160,7 +160,7 @@ func dialRaw(addr string, timeout time.Duration) (*net.TCPConn, []byte, error) {
 		return nil, nil, err
 	}
 	conn := nc.(*net.TCPConn)
-	init := make([]byte, packet.InitSize)
+	init := make([]byte, codec.InitSize)
 	conn.SetReadDeadline(time.Now().Add(timeout))
 	if _, err := io.ReadFull(conn, init); err != nil {
 		conn.Close()
@@ -186,7 +186,7 @@ func Dial(addr string, c Cipher, seed uint64, timeout time.Duration) (*ClientCon
 
 // Send writes one check result as one packet with one write, as send_nsca's
 // sendall does.
-func (cc *ClientConn) Send(r packet.Result) error {
+func (cc *ClientConn) Send(r codec.Result) error {
 	_, err := cc.conn.Write(cc.enc.Build(r))
 	return err
 }
@@ -207,8 +207,8 @@ const (
 )
 
 // ResultFor is the check result the generator sends with id.
-func ResultFor(id uint64) packet.Result {
-	return packet.Result{
+func ResultFor(id uint64) codec.Result {
+	return codec.Result{
 		ReturnCode: int16(id % 4),
 		Host:       benchHost,
 		Service:    benchService,

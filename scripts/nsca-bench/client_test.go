@@ -13,16 +13,16 @@ import (
 
 	"nsca_fast/cgo/mcrypt"
 	"nsca_fast/conf"
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // initPacket is a server's init packet with a random IV.
 func initPacket(r *rand.Rand, ts uint32) []byte {
-	b := make([]byte, packet.InitSize)
-	for i := range packet.IVSize {
+	b := make([]byte, codec.InitSize)
+	for i := range codec.IVSize {
 		b[i] = byte(r.UintN(256))
 	}
-	binary.BigEndian.PutUint32(b[packet.IVSize:], ts)
+	binary.BigEndian.PutUint32(b[codec.IVSize:], ts)
 	return b
 }
 
@@ -46,7 +46,7 @@ type decrypter func(pkt []byte)
 
 // xorDecrypter undoes XOR with the daemon's codec, packet by packet.
 func xorDecrypter(iv, password []byte) decrypter {
-	return func(pkt []byte) { packet.XOR(pkt, iv, password, 0) }
+	return func(pkt []byte) { codec.XOR(pkt, iv, password, 0) }
 }
 
 // mcryptDecrypter is a fresh libmcrypt module keyed with the IV and
@@ -146,7 +146,7 @@ func TestPacketsDecodeIndependently(t *testing.T) {
 		}{method, legacy, paths})
 	}
 	none := decoderCase{"none", func(*testing.T, Cipher, []byte) decrypter { return func([]byte) {} }}
-	xor := decoderCase{"packet.XOR", func(_ *testing.T, c Cipher, iv []byte) decrypter { return xorDecrypter(iv, c.Password) }}
+	xor := decoderCase{"codec.XOR", func(_ *testing.T, c Cipher, iv []byte) decrypter { return xorDecrypter(iv, c.Password) }}
 	lib := decoderCase{"fresh libmcrypt module", func(t *testing.T, c Cipher, iv []byte) decrypter {
 		return mcryptDecrypter(t, c.Algorithm, c.Password, iv)
 	}}
@@ -187,17 +187,17 @@ func TestPacketsDecodeIndependently(t *testing.T) {
 					init := initPacket(r, ts)
 					ids := []uint64{7, 8, 123456789}
 					pkts := streamOf(t, c, init, ids)
-					dec := path.dec(t, c, init[:packet.IVSize])
+					dec := path.dec(t, c, init[:codec.IVSize])
 					for i, pkt := range pkts {
 						if len(pkt) != c.PacketSize() {
 							t.Fatalf("packet is %d bytes, want %d", len(pkt), c.PacketSize())
 						}
 						plain := bytes.Clone(pkt)
 						dec(plain)
-						if err := packet.Check(plain); err != nil {
+						if err := codec.Check(plain); err != nil {
 							t.Fatalf("packet %d: %v", i, err)
 						}
-						got := packet.Decode(plain)
+						got := codec.Decode(plain)
 						want := ResultFor(ids[i])
 						want.Timestamp = ts
 						if got != want {
@@ -228,13 +228,13 @@ func TestStreamContinuesAcrossPackets(t *testing.T) {
 		init := initPacket(r, 1700000000)
 		pkts := streamOf(t, c, init, []uint64{1, 2})
 		fresh := bytes.Clone(pkts[1])
-		mcryptDecrypter(t, c.Algorithm, c.Password, init[:packet.IVSize])(fresh)
-		if packet.Check(fresh) == nil {
+		mcryptDecrypter(t, c.Algorithm, c.Password, init[:codec.IVSize])(fresh)
+		if codec.Check(fresh) == nil {
 			t.Errorf("method %d: the second packet decrypts with a fresh module: the CFB state is not carried over", method)
 		}
 		wrong := bytes.Clone(pkts[0])
-		mcryptDecrypter(t, c.Algorithm, []byte("other"), init[:packet.IVSize])(wrong)
-		if packet.Check(wrong) == nil {
+		mcryptDecrypter(t, c.Algorithm, []byte("other"), init[:codec.IVSize])(wrong)
+		if codec.Check(wrong) == nil {
 			t.Errorf("method %d: decrypts with the wrong password", method)
 		}
 	}
@@ -243,8 +243,8 @@ func TestStreamContinuesAcrossPackets(t *testing.T) {
 	pkts := streamOf(t, c, init, []uint64{1})
 	other := initPacket(r, 1700000000)
 	wrong := bytes.Clone(pkts[0])
-	packet.XOR(wrong, other[:packet.IVSize], c.Password, 0)
-	if packet.Check(wrong) == nil {
+	codec.XOR(wrong, other[:codec.IVSize], c.Password, 0)
+	if codec.Check(wrong) == nil {
 		t.Error("XOR: decrypts with another IV")
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/cgo/mcrypt"
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // `nsca-bench floor ALGORITHM N` measures what BenchmarkDecryptFrom
@@ -50,12 +50,12 @@ func floor(alg string, n int) (cpuNs, wallNs float64, err error) {
 		return 0, 0, err
 	}
 	defer m.Close()
-	if err := m.Init([]byte("bench-password"), make([]byte, packet.IVSize)); err != nil {
+	if err := m.Init([]byte("bench-password"), make([]byte, codec.IVSize)); err != nil {
 		return 0, 0, err
 	}
 	r := rand.NewChaCha8([32]byte{1})
 	reg := make([]byte, m.IVSize())
-	pkt := make([]byte, packet.Size)
+	pkt := make([]byte, codec.Size)
 	r.Read(reg)
 	r.Read(pkt)
 	runtime.LockOSThread()

@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 func main() {
@@ -355,20 +355,20 @@ func goodClient(addr string, n int, nextID *atomic.Int64) ([]int64, error) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	init := make([]byte, packet.InitSize)
+	init := make([]byte, codec.InitSize)
 	if _, err := io.ReadFull(c, init); err != nil {
 		return nil, err
 	}
-	iv, ts := init[:packet.IVSize], uint32(init[128])<<24|uint32(init[129])<<16|uint32(init[130])<<8|uint32(init[131])
+	iv, ts := init[:codec.IVSize], uint32(init[128])<<24|uint32(init[129])<<16|uint32(init[130])<<8|uint32(init[131])
 	var ids []int64
-	buf := make([]byte, 0, n*packet.Size)
+	buf := make([]byte, 0, n*codec.Size)
 	for range n {
 		id := nextID.Add(1)
-		pkt := make([]byte, packet.Size)
+		pkt := make([]byte, codec.Size)
 		rand.Read(pkt)
-		packet.Encode(pkt, packet.Result{Timestamp: ts, ReturnCode: int16(id % 4), Host: "soak-host",
+		codec.Encode(pkt, codec.Result{Timestamp: ts, ReturnCode: int16(id % 4), Host: "soak-host",
 			Service: "soak-svc", Output: fmt.Sprintf("OK soak-id-%d\nsecond line \\ with a backslash", id)})
-		packet.XOR(pkt, iv, []byte(password), 0)
+		codec.XOR(pkt, iv, []byte(password), 0)
 		buf = append(buf, pkt...)
 		ids = append(ids, id)
 	}
@@ -392,15 +392,15 @@ func garbageClient(addr string, wrongPassword bool) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	init := make([]byte, packet.InitSize)
+	init := make([]byte, codec.InitSize)
 	if _, err := io.ReadFull(c, init); err != nil {
 		return
 	}
-	pkt := make([]byte, packet.Size)
+	pkt := make([]byte, codec.Size)
 	rand.Read(pkt)
 	if wrongPassword {
-		packet.Encode(pkt, packet.Result{Host: "intruder", Service: "svc", Output: "forged"})
-		packet.XOR(pkt, init[:packet.IVSize], []byte("not-the-password"), 0)
+		codec.Encode(pkt, codec.Result{Host: "intruder", Service: "svc", Output: "forged"})
+		codec.XOR(pkt, init[:codec.IVSize], []byte("not-the-password"), 0)
 	}
 	c.Write(pkt)
 	io.Copy(io.Discard, c)

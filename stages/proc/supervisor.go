@@ -3,14 +3,13 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"nsca_fast/stages/counters"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/golang/glog"
-
-	"nsca_fast/stages"
 )
 
 // ErrSpawn wraps failures to start a worker process.
@@ -38,7 +37,7 @@ type Supervisor struct {
 	mu      sync.Mutex
 	gen     int
 	procs   map[*workerProc]bool
-	retired stages.Snapshot // counters of workers that have exited
+	retired counters.Snapshot // counters of workers that have exited
 	backoff map[int]time.Duration
 	events  chan func()
 }
@@ -55,10 +54,10 @@ type workerProc struct {
 	exited    chan struct{} // closed after the process and its status pipe ended
 
 	mu   sync.Mutex
-	last stages.Snapshot
+	last counters.Snapshot
 }
 
-func (p *workerProc) snapshot() stages.Snapshot {
+func (p *workerProc) snapshot() counters.Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.last
@@ -278,10 +277,10 @@ func (s *Supervisor) Signal(sig os.Signal) {
 func (s *Supervisor) Events() <-chan func() { return s.events }
 
 // Stats sums the counters of every worker, running and exited.
-func (s *Supervisor) Stats() stages.Snapshot {
+func (s *Supervisor) Stats() counters.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var sum stages.Snapshot
+	var sum counters.Snapshot
 	sum.Add(s.retired)
 	for p := range s.procs {
 		sum.Add(p.snapshot())

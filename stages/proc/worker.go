@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"nsca_fast/stages/counters"
 	"os"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"nsca_fast/stages"
 )
 
 // Descriptors a worker inherits from its supervisor.
@@ -55,14 +54,14 @@ func (w *Worker) Ready() { fmt.Fprintln(w.status, "ready") }
 
 // Report sends the worker's counters, which the supervisor sums into the
 // daemon's statistics line.
-func (w *Worker) Report(s stages.Snapshot) {
+func (w *Worker) Report(s counters.Snapshot) {
 	b, _ := json.Marshal(s)
 	fmt.Fprintf(w.status, "stats %s\n", b)
 }
 
 // ReportEvery sends counters every interval until stop is closed, then once
 // more, so the supervisor's totals include everything this worker did.
-func (w *Worker) ReportEvery(snapshot func() stages.Snapshot, interval time.Duration, stop <-chan struct{}) {
+func (w *Worker) ReportEvery(snapshot func() counters.Snapshot, interval time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -102,7 +101,7 @@ func (p *workerProc) readStatus(f io.ReadCloser) {
 		case line == "ready":
 			p.readyOnce.Do(func() { close(p.ready) })
 		case strings.HasPrefix(line, "stats "):
-			var s stages.Snapshot
+			var s counters.Snapshot
 			if json.Unmarshal([]byte(line[len("stats "):]), &s) == nil {
 				p.mu.Lock()
 				p.last = s

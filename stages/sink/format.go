@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"time"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // Item is one validated check result with the server's time of receipt.
 type Item struct {
-	Result packet.Result
+	Result codec.Result
 	Time   int64 // unix seconds when the server received it
 }
 

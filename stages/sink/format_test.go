@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 func item(t int64, host, svc string, rc int16, out string) Item {
-	return Item{Time: t, Result: packet.Result{Host: host, Service: svc, ReturnCode: rc, Output: out}}
+	return Item{Time: t, Result: codec.Result{Host: host, Service: svc, ReturnCode: rc, Output: out}}
 }
 
 func TestAppendCommandService(t *testing.T) {
@@ -111,9 +111,9 @@ func TestAppendCommandReturnCodes(t *testing.T) {
 		}
 	}
 	// The 65535 on the wire prints as -1, through Decode.
-	pkt := make([]byte, packet.Size)
-	packet.Encode(pkt, packet.Result{ReturnCode: -1, Host: "h", Service: "s", Output: "o"})
-	it := Item{Time: 9, Result: packet.Decode(pkt)}
+	pkt := make([]byte, codec.Size)
+	codec.Encode(pkt, codec.Result{ReturnCode: -1, Host: "h", Service: "s", Output: "o"})
+	it := Item{Time: 9, Result: codec.Decode(pkt)}
 	if got := string(AppendCommand(nil, it)); got != "[9] PROCESS_SERVICE_CHECK_RESULT;h;s;-1;o\n" {
 		t.Errorf("decoded -1: %q", got)
 	}

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // Errors of the Icinga 2 API sink. Write wraps the first three with the
@@ -536,7 +536,7 @@ func (s *Icinga) postLane(b *batch, items []Item, lane []int) {
 }
 
 // objectName is the name Icinga gives the object r is for.
-func objectName(r packet.Result) string {
+func objectName(r codec.Result) string {
 	if r.Service == "" {
 		return r.Host
 	}

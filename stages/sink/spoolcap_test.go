@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 )
 
 // resultFiles returns the names of the result files in dir.
@@ -41,7 +41,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func capItems(n int) []Item {
 	its := make([]Item, n)
 	for i := range its {
-		its[i] = Item{Result: packet.Result{Host: "h", Service: "s", Output: string(rune('a' + i))}, Time: 1700000000}
+		its[i] = Item{Result: codec.Result{Host: "h", Service: "s", Output: string(rune('a' + i))}, Time: 1700000000}
 	}
 	return its
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"nsca_fast/stages/emit/dialect"
-	"nsca_fast/stages/packet"
+	"nsca_fast/stages/codec"
 	"nsca_fast/stages/sink"
 )
 
@@ -283,7 +283,7 @@ func TestNaemonReference(t *testing.T) {
 func TestNagiosIsStock(t *testing.T) {
 	for _, s := range corpus {
 		for _, svc := range []string{"svc", ""} {
-			it := sink.Item{Result: packet.Result{Host: "h", Service: svc, ReturnCode: 2, Output: s}, Time: 1700000000}
+			it := sink.Item{Result: codec.Result{Host: "h", Service: svc, ReturnCode: 2, Output: s}, Time: 1700000000}
 			prefix := "[1700000000] PROCESS_SERVICE_CHECK_RESULT;h;svc;2;"
 			if svc == "" {
 				prefix = "[1700000000] PROCESS_HOST_CHECK_RESULT;h;2;"

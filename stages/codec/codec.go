@@ -1,8 +1,8 @@
-// Package packet holds the NSCA v3 wire format: the init packet the server
+// Package codec holds the NSCA v3 wire format: the init packet the server
 // sends, the data packets send_nsca answers with, their CRC and the XOR
 // cipher. It knows nothing about sockets or libmcrypt, so the daemon, its
 // tests and the load generator share one definition of the protocol.
-package packet
+package codec
 
 import (
 	"crypto/subtle"

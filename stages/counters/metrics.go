@@ -1,4 +1,4 @@
-package stages
+package counters
 
 import (
 	"net/http"
