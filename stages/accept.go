@@ -93,7 +93,7 @@ type AcceptConfig struct {
 type Acceptor struct {
 	cfg      AcceptConfig
 	stats    *counters.Stats
-	log      *rateLog
+	log      *counters.RateLog
 	nextID   atomic.Uint64
 	stopOnce sync.Once
 	stopping atomic.Bool
@@ -105,7 +105,7 @@ type Acceptor struct {
 }
 
 // NewAcceptor returns an accept stage over already listening sockets.
-func NewAcceptor(listeners []int, cfg AcceptConfig, stats *counters.Stats, log *rateLog) (*Acceptor, error) {
+func NewAcceptor(listeners []int, cfg AcceptConfig, stats *counters.Stats, log *counters.RateLog) (*Acceptor, error) {
 	a := &Acceptor{cfg: cfg, stats: stats, log: log}
 	for _, fd := range listeners {
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/golang/glog"
 
-	"nsca_fast/stages/sink"
+	"nsca_fast/stages/emit/sink"
 )
 
 // chainRunner writes results through a chain of sinks: a result goes to
@@ -17,7 +17,7 @@ import (
 type chainRunner struct {
 	chain []sink.Sink
 	stats *counters.Stats
-	log   *rateLog
+	log   *counters.RateLog
 	held  int // what this chain's holding sinks last reported, in counters.Stats.Held
 	// failing holds, per sink name, the cause last logged for results
 	// passing it by: a sink that keeps failing for the same reason (a

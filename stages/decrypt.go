@@ -54,7 +54,7 @@ type decrypter struct {
 	shared *mcrypt.Module // decryption_mode=1: keyed once, register set per use
 	ivSize int
 	stats  *counters.Stats
-	log    *rateLog
+	log    *counters.RateLog
 }
 
 // StartDecrypt runs n decrypt goroutines. Connections are sharded over them,
@@ -62,7 +62,7 @@ type decrypter struct {
 // goroutine. Framing lives here because the packet size (720 or 4304) can
 // only be decided by decrypting the first packet. out is closed when all
 // goroutines are done.
-func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, n, depth int, cfg CipherConfig, stats *counters.Stats, log *rateLog) error {
+func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, n, depth int, cfg CipherConfig, stats *counters.Stats, log *counters.RateLog) error {
 	if n < 1 {
 		n = 1
 	}

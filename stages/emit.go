@@ -9,53 +9,24 @@ import (
 
 	"github.com/golang/glog"
 
-	"nsca_fast/stages/sink"
+	"nsca_fast/stages/emit/sink"
 )
 
 // maxBatch bounds how many results one write to the sinks carries. Batching
 // turns a burst into a few PIPE_BUF-sized writes instead of one per line.
 const maxBatch = 256
 
-// Destination is one independent way out of the daemon: the local core's
-// command file (with the spool and dump file behind it), Icinga 2's API, or
-// Gearman. Every result goes to every destination. Each has its own bounded
-// queue and goroutine, so a slow or dead one holds up nobody else.
-type Destination struct {
-	// Name labels its counters and log lines.
-	Name string
-	// Chain is tried in order by the destination's goroutine: a result
-	// goes to the first sink that takes it.
-	Chain []sink.Sink
-	// Overflow takes the results that find the queue full, written at once
-	// by the emit stage (separate instances from Chain's, so the two never
-	// share a file handle); what it cannot take is dropped, counted and
-	// logged. With a single destination, or when Blocking, it is unused:
-	// then a full queue makes the pipeline wait, and the clients with it.
-	Overflow []sink.Sink
-	// Blocking makes a full queue wait rather than overflow: for the local
-	// command file without a spool or dump file, where overflowing could
-	// only drop.
-	Blocking bool
-	// Remote marks a destination whose first sink is a network service:
-	// once the drain is aborted (a second SIGTERM), queued results skip it
-	// and go straight to the rest of the chain, so a hung engine cannot
-	// hold the exit for retries and timeouts.
-	Remote bool
-	// Capacity bounds the results queued, in results.
-	Capacity int
-}
-
 // Emitter is the emit stage: it batches validated results and hands every
 // batch to every destination.
 type Emitter struct {
 	dests []*destRunner
 	stats *counters.Stats
-	log   *rateLog
+	log   *counters.RateLog
 }
 
 // destRunner runs one destination.
 type destRunner struct {
-	Destination
+	sink.Destination
 	queue    chan *batch
 	queued   atomic.Int64 // results in queue
 	chain    *chainRunner // only its goroutine touches it
@@ -71,7 +42,7 @@ type batch struct {
 }
 
 // NewEmitter returns an emit stage over the destinations.
-func NewEmitter(dests []Destination, stats *counters.Stats, log *rateLog) *Emitter {
+func NewEmitter(dests []sink.Destination, stats *counters.Stats, log *counters.RateLog) *Emitter {
 	e := &Emitter{stats: stats, log: log}
 	for _, d := range dests {
 		r := &destRunner{Destination: d}

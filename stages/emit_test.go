@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"nsca_fast/stages/codec"
-	"nsca_fast/stages/sink"
+	"nsca_fast/stages/emit/sink"
 )
 
 // memorySink records what it is given; with gate set, every Write waits
@@ -64,10 +64,10 @@ func TestEmitterStalledDestinationOverflows(t *testing.T) {
 	stalledFallback := &memorySink{name: "stalled-fallback"}
 	overflow := &memorySink{name: "stalled-overflow"}
 	stats := counters.NewStats()
-	e := NewEmitter([]Destination{
+	e := NewEmitter([]sink.Destination{
 		{Name: "local", Chain: []sink.Sink{fast}, Capacity: 10, Blocking: true},
 		{Name: "remote", Chain: []sink.Sink{stalled, stalledFallback}, Overflow: []sink.Sink{overflow}, Capacity: 10},
-	}, stats, newRateLog(time.Second, 5))
+	}, stats, counters.NewRateLog(time.Second, 5))
 	const n = 300
 	stats.Received.Add(n)
 	done := e.Start(context.Background(), feed(n))
@@ -100,10 +100,10 @@ func TestEmitterFallbackAndDrop(t *testing.T) {
 	fallback := &memorySink{name: "dump"}
 	deadAlone := &memorySink{name: "dead-alone", fail: true}
 	stats := counters.NewStats()
-	e := NewEmitter([]Destination{
+	e := NewEmitter([]sink.Destination{
 		{Name: "a", Chain: []sink.Sink{dead, fallback}, Capacity: 1000},
 		{Name: "b", Chain: []sink.Sink{deadAlone}, Capacity: 1000},
-	}, stats, newRateLog(time.Second, 5))
+	}, stats, counters.NewRateLog(time.Second, 5))
 	stats.Received.Add(20)
 	<-e.Start(context.Background(), feed(20))
 	snap := stats.Snapshot()
@@ -133,10 +133,10 @@ func TestEmitterAbortSkipsRemote(t *testing.T) {
 	hung := &memorySink{name: "hung", gate: make(chan struct{})}
 	fallback := &memorySink{name: "dump"}
 	stats := counters.NewStats()
-	e := NewEmitter([]Destination{
+	e := NewEmitter([]sink.Destination{
 		// Room for the ten single-result batches the loop below queues.
 		{Name: "remote", Chain: []sink.Sink{hung, fallback}, Capacity: 16 * maxBatch, Remote: true},
-	}, stats, newRateLog(time.Second, 5))
+	}, stats, counters.NewRateLog(time.Second, 5))
 	ctx, abort := context.WithCancel(context.Background())
 	in := make(chan sink.Item)
 	done := e.Start(ctx, in)

@@ -744,7 +744,7 @@ func TestRequestCloseAfterReaderExit(t *testing.T) {
 	in := make(chan *Conn, 1)
 	out := make(chan chunk, 16)
 	ctx := t.Context()
-	if err := StartRead(ctx, in, out, 1, ReadConfig{Timeout: 10 * time.Second, Grace: time.Second}, stats, newRateLog(time.Second, 5)); err != nil {
+	if err := StartRead(ctx, in, out, 1, ReadConfig{Timeout: 10 * time.Second, Grace: time.Second}, stats, counters.NewRateLog(time.Second, 5)); err != nil {
 		t.Fatal(err)
 	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -873,7 +873,7 @@ func TestDecryptPerConnectionMcrypt(t *testing.T) {
 			ct := bytes.Clone(plain)
 			enc.Encrypt(ct)
 
-			d := &decrypter{cfg: cfg, stats: counters.NewStats(), log: newRateLog(time.Second, 5)}
+			d := &decrypter{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(time.Second, 5)}
 			dst := make([]byte, codec.Size)
 			func() {
 				defer func() {

@@ -40,7 +40,7 @@ const minProgress = codec.LegacySize
 type reader struct {
 	cfg    ReadConfig
 	stats  *counters.Stats
-	log    *rateLog
+	log    *counters.RateLog
 	epfd   int
 	wakefd int
 
@@ -82,7 +82,7 @@ func (r *reader) wakeLocked() {
 // they send and forwards it, in order, as chunks to out, which it closes
 // once every reader has finished: after in is closed and the open
 // connections have ended or used up their grace.
-func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cfg ReadConfig, stats *counters.Stats, log *rateLog) error {
+func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) error {
 	if n < 1 {
 		n = 1
 	}
@@ -113,7 +113,7 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cf
 }
 
 // newReader makes a reader's epoll instance and its wake-up eventfd.
-func newReader(cfg ReadConfig, stats *counters.Stats, log *rateLog) (*reader, error) {
+func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
 	r := &reader{cfg: cfg, stats: stats, log: log, epfd: -1, wakefd: -1, conns: map[int32]*Conn{}}
 	var err error
 	if r.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {

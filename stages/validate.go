@@ -13,7 +13,7 @@ import (
 	"github.com/golang/glog"
 
 	"nsca_fast/stages/codec"
-	"nsca_fast/stages/sink"
+	"nsca_fast/stages/emit/sink"
 )
 
 // ErrStale and ErrTooManyChecks are the validate stage's own reasons.
@@ -40,7 +40,7 @@ type ValidateConfig struct {
 
 // StartValidate runs n validate goroutines, sharded by connection so that
 // one client's results keep their order, and closes out when done.
-func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, n, depth int, cfg ValidateConfig, stats *counters.Stats, log *rateLog) {
+func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, n, depth int, cfg ValidateConfig, stats *counters.Stats, log *counters.RateLog) {
 	v := &validator{cfg: cfg, stats: stats, log: log}
 	startSharded(ctx, "validate", in, n, depth, func(p Packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan Packet) {
@@ -62,7 +62,7 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 type validator struct {
 	cfg   ValidateConfig
 	stats *counters.Stats
-	log   *rateLog
+	log   *counters.RateLog
 	dns   dnsCache
 }
 

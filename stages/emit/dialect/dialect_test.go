@@ -8,7 +8,7 @@ import (
 
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/codec"
-	"nsca_fast/stages/sink"
+	"nsca_fast/stages/emit/sink"
 )
 
 // corpus is plugin output as printed: Windows paths, `\n` inside paths,

@@ -1,4 +1,4 @@
-package stages
+package counters
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 	"github.com/golang/glog"
 )
 
-// rateLog limits log lines per key (a peer address), so one misconfigured
+// RateLog limits log lines per key (a peer address), so one misconfigured
 // or hostile client cannot flood the log, while each suppressed line is
 // still counted and reported with the next one that gets through.
-type rateLog struct {
+type RateLog struct {
 	mu     sync.Mutex
 	window time.Duration
 	burst  int
@@ -30,12 +30,13 @@ type rateEntry struct {
 // maxRateKeys bounds the limiter's memory under a flood of distinct peers.
 const maxRateKeys = 10000
 
-func newRateLog(window time.Duration, burst int) *rateLog {
-	return &rateLog{window: window, burst: burst, keys: map[string]*rateEntry{}}
+// NewRateLog lets each key log burst lines per window.
+func NewRateLog(window time.Duration, burst int) *RateLog {
+	return &RateLog{window: window, burst: burst, keys: map[string]*rateEntry{}}
 }
 
 // Warningf logs under key unless key has used its burst in this window.
-func (l *rateLog) Warningf(key, format string, args ...any) {
+func (l *RateLog) Warningf(key, format string, args ...any) {
 	now := time.Now()
 	l.mu.Lock()
 	e, ok := l.keys[key]
@@ -75,7 +76,7 @@ func suppressedNote(n int, key string) string {
 
 // flush reports what e suppressed in the window that just ended, unless a
 // line that got through has reported it already.
-func (l *rateLog) flush(key string, e *rateEntry) {
+func (l *RateLog) flush(key string, e *rateEntry) {
 	l.mu.Lock()
 	n := e.suppressed
 	e.suppressed, e.flushing = 0, false
@@ -87,7 +88,7 @@ func (l *rateLog) flush(key string, e *rateEntry) {
 
 // Flush reports every count still suppressed, for a pipeline that ends
 // before its windows do.
-func (l *rateLog) Flush() {
+func (l *RateLog) Flush() {
 	l.mu.Lock()
 	type pending struct {
 		key string

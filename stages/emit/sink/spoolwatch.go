@@ -180,7 +180,7 @@ func (d *dirCount) watchOnce() {
 				d.set(0, false)
 				return
 			default:
-				name := string(cStringBytes(nameBytes))
+				name := unix.ByteSliceToString(nameBytes)
 				if !isResultName(name) {
 					continue
 				}
@@ -192,13 +192,4 @@ func (d *dirCount) watchOnce() {
 			}
 		}
 	}
-}
-
-func cStringBytes(b []byte) []byte {
-	for i, c := range b {
-		if c == 0 {
-			return b[:i]
-		}
-	}
-	return b
 }

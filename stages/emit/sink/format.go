@@ -1,29 +1,9 @@
-// Package sink writes check results where the monitoring core reads them:
-// the external command file (a FIFO or a regular file), the check_result_path
-// spool directory and the alternate dump file, in stock nsca 2.10's formats.
 package sink
 
 import (
 	"strconv"
 	"time"
-
-	"nsca_fast/stages/codec"
 )
-
-// Item is one validated check result with the server's time of receipt.
-type Item struct {
-	Result codec.Result
-	Time   int64 // unix seconds when the server received it
-}
-
-// Sink is one destination. Write delivers items in order and reports how
-// many it delivered; the rest are left for the next sink of the chain, with
-// err saying why they were refused.
-type Sink interface {
-	Name() string
-	Write(items []Item) (n int, err error)
-	Close() error
-}
 
 // appendEscaped appends s with backslash and newline escaped as stock does
 // (`\` to `\\`, newline to `\n`), which is the inverse of what the core

@@ -1,0 +1,91 @@
+package sink
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+)
+
+// gearmanSource is the result's `source`: mod_gearman's own senders put
+// their program's name there (send_gearman, send_multi).
+const gearmanSource = "nsca_fast"
+
+// AppendGearmanResult appends the result text mod_gearman's NEB module
+// reads (get_results in neb_module_naemon/result_thread.c): key=value
+// lines, each ending in a newline. The module stops reading at the first
+// line with an empty value, so a host check has no service_description
+// line and an empty host name no host_name line (the module then discards
+// the job, as the core would reject the result); output comes last
+// because the module takes it before that test, so an empty output is
+// still the empty output the command file would give the core. The output
+// is escaped as mod_gearman's senders escape it (gm_escape_newlines: `\`
+// as `\\`, newline as `\n`). A newline in a host or service name, which
+// would start a key of its own, is written as `\n` too. Times are the
+// server's time of receipt, as for the command file, in mod_gearman's
+// seconds.fraction form.
+func AppendGearmanResult(b []byte, it Item) []byte {
+	r := it.Result
+	b = append(b, "type=passive\n"...)
+	if r.Host != "" {
+		b = append(b, "host_name="...)
+		b = appendName(b, r.Host)
+		b = append(b, '\n')
+	}
+	if r.Service != "" {
+		b = append(b, "service_description="...)
+		b = appendName(b, r.Service)
+		b = append(b, '\n')
+	}
+	b = append(b, "start_time="...)
+	b = strconv.AppendInt(b, it.Time, 10)
+	b = append(b, ".0\nfinish_time="...)
+	b = strconv.AppendInt(b, it.Time, 10)
+	b = append(b, ".0\nreturn_code="...)
+	b = strconv.AppendInt(b, int64(r.ReturnCode), 10)
+	b = append(b, "\nsource="+gearmanSource+"\noutput="...)
+	b = appendEscaped(b, r.Output)
+	return append(b, '\n')
+}
+
+// appendName appends a host or service name with its newlines as `\n`;
+// backslashes stay, since the module and the core take names verbatim.
+func appendName(b []byte, s string) []byte {
+	for {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			return append(b, s...)
+		}
+		b = append(b, s[:i]...)
+		b = append(b, '\\', 'n')
+		s = s[i+1:]
+	}
+}
+
+// Gearman binary protocol: a 12-byte header (magic, type, size, both
+// big-endian) and the arguments separated by NULs.
+const (
+	gearmanHeaderLen   = 12
+	gearmanSubmitJobBG = 18
+	gearmanJobCreated  = 8
+	gearmanError       = 19
+	// gearmanMaxReply bounds a reply's size: JOB_CREATED and ERROR carry a
+	// job handle or a message, never much.
+	gearmanMaxReply = 64 << 10
+)
+
+var (
+	gearmanReq = []byte("\x00REQ")
+	gearmanRes = []byte("\x00RES")
+)
+
+// appendSubmitJobBG appends a SUBMIT_JOB_BG request.
+func appendSubmitJobBG(b []byte, queue string, unique, body []byte) []byte {
+	b = append(b, gearmanReq...)
+	b = binary.BigEndian.AppendUint32(b, gearmanSubmitJobBG)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(queue)+1+len(unique)+1+len(body)))
+	b = append(b, queue...)
+	b = append(b, 0)
+	b = append(b, unique...)
+	b = append(b, 0)
+	return append(b, body...)
+}
