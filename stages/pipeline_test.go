@@ -10,7 +10,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"nsca_fast/stages/counters"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"nsca_fast/src/proc"
+	"nsca_fast/stages/counters"
 
 	"golang.org/x/sys/unix"
 
@@ -55,7 +57,7 @@ type testServer struct {
 
 func startServer(t *testing.T, mutate func(*conf.Config)) *testServer {
 	t.Helper()
-	lfd, err := Listen("127.0.0.1", 0, false)
+	lfd, err := proc.Listen("127.0.0.1", 0, false)
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
@@ -85,7 +87,7 @@ func startServer(t *testing.T, mutate func(*conf.Config)) *testServer {
 		unix.Close(lfd)
 		t.Fatalf("config: %v", err)
 	}
-	srv, err := New(cfg, []int{lfd}, 4096, nil)
+	srv, err := New(cfg, []int{lfd})
 	if err != nil {
 		unix.Close(lfd)
 		t.Fatalf("New: %v", err)

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"nsca_fast/stages/counters"
 	"runtime"
 	"sync"
 	"time"
 
+	"nsca_fast/stages/counters"
+
 	"github.com/golang/glog"
+	"golang.org/x/sys/unix"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/emit/sink"
@@ -24,10 +26,6 @@ var ErrConfig = errors.New("stages: config")
 // emit. New builds it, Run serves until Shutdown or Abort, in the manner of
 // nsq's nsqd.
 type Server struct {
-	// LogStats logs the statistics line every stats_interval seconds; a
-	// worker process leaves that to its supervisor, which sums all workers.
-	LogStats bool
-
 	cfg      *conf.Config
 	Stats    *counters.Stats
 	log      *counters.RateLog
@@ -57,6 +55,14 @@ func Threads(cfg *conf.Config) int {
 	return runtime.NumCPU()
 }
 
+// openFilesLimit is RLIMIT_NOFILE, the most descriptors this process may
+// hold.
+func openFilesLimit() uint64 {
+	var rl unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
+	return rl.Cur
+}
+
 // MaxConnections is max_connections, or, when it is 0, a limit sized for the
 // machine: what the open files limit allows, less some descriptors for the
 // daemon's own files (sinks, epoll, pipes), and at least 1024.
@@ -79,10 +85,9 @@ func CipherOf(cfg *conf.Config) CipherConfig {
 	}
 }
 
-// New checks the config and builds a server on already listening sockets.
-// stats may carry the counters of the server this one replaces (a reload),
-// so that they keep counting; nil starts from zero.
-func New(cfg *conf.Config, listeners []int, nofile uint64, stats *counters.Stats) (*Server, error) {
+// New checks the config and builds a server on already listening sockets
+// (none for ServeOne), with counters of its own.
+func New(cfg *conf.Config, listeners []int) (*Server, error) {
 	cipher := CipherOf(cfg)
 	if err := CheckCipher(cipher); err != nil {
 		return nil, err
@@ -91,10 +96,7 @@ func New(cfg *conf.Config, listeners []int, nofile uint64, stats *counters.Stats
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if stats == nil {
-		stats = counters.NewStats()
-	}
-	s := &Server{LogStats: true, cfg: cfg, Stats: stats, log: counters.NewRateLog(10*time.Second, 5), cipher: cipher}
+	s := &Server{cfg: cfg, Stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher}
 	dests, err := sink.Destinations(cfg, s.Stats, s.log)
 	if err != nil {
 		return nil, err
@@ -105,7 +107,7 @@ func New(cfg *conf.Config, listeners []int, nofile uint64, stats *counters.Stats
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.allowed = allowed
-	acceptCfg := AcceptConfig{MaxConnections: MaxConnections(cfg, nofile), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
+	acceptCfg := AcceptConfig{MaxConnections: MaxConnections(cfg, openFilesLimit()), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
 	s.acceptor, err = NewAcceptor(listeners, acceptCfg, s.Stats, s.log)
 	if err != nil {
 		sink.CloseDestinations(dests)
@@ -169,21 +171,11 @@ func (s *Server) run(inetdFD int) error {
 	StartValidate(ctx, packets, items, validators, depth, validateCfg, s.Stats, s.log)
 	done := s.emitter.Start(ctx, items)
 
-	stop := make(chan struct{})
-	if s.LogStats {
-		go counters.ReportEvery(s.Stats.Snapshot, StatsInterval(cfg), stop)
-	}
 	<-done
-	close(stop)
 	s.log.Flush()
 	snap := s.Stats.Snapshot()
 	glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
 	return nil
-}
-
-// StatsInterval is stats_interval as a duration; 0 means no statistics lines.
-func StatsInterval(cfg *conf.Config) time.Duration {
-	return time.Duration(cfg.StatsInterval) * time.Second
 }
 
 // counters.Snapshot is the server's counters with the depth of its queues (the

@@ -37,7 +37,7 @@ type Supervisor struct {
 	mu      sync.Mutex
 	gen     int
 	procs   map[*workerProc]bool
-	retired counters.Snapshot // counters of workers that have exited
+	totals  counters.Totals // every worker's counters, exited ones included
 	backoff map[int]time.Duration
 	events  chan func()
 }
@@ -92,6 +92,7 @@ func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
 	s.mu.Lock()
 	s.procs[p] = true
 	s.mu.Unlock()
+	s.totals.Add(p, p.snapshot)
 	glog.Infof("supervisor: started worker %d (generation %d) pid %d", slot, gen, proc.Pid())
 	return p, nil
 }
@@ -207,16 +208,9 @@ func (s *Supervisor) exited(p *workerProc) {
 // retire moves an exited worker's counters into the totals, once.
 func (s *Supervisor) retire(p *workerProc) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.procs[p] {
-		return false
-	}
 	delete(s.procs, p)
-	final := p.snapshot()
-	// Gauges describe a running worker; only its counters carry on.
-	final.Open, final.Held, final.Queues = 0, 0, nil
-	s.retired.Add(final)
-	return true
+	s.mu.Unlock()
+	return s.totals.Retire(p, p.snapshot())
 }
 
 // Reload starts a new generation of n workers (which read the configuration
@@ -277,16 +271,7 @@ func (s *Supervisor) Signal(sig os.Signal) {
 func (s *Supervisor) Events() <-chan func() { return s.events }
 
 // Stats sums the counters of every worker, running and exited.
-func (s *Supervisor) Stats() counters.Snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var sum counters.Snapshot
-	sum.Add(s.retired)
-	for p := range s.procs {
-		sum.Add(p.snapshot())
-	}
-	return sum
-}
+func (s *Supervisor) Stats() counters.Snapshot { return s.totals.Sum() }
 
 // Pids lists the running workers' process ids.
 func (s *Supervisor) Pids() []int {

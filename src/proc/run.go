@@ -1,0 +1,114 @@
+package proc
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/golang/glog"
+
+	"nsca_fast/conf"
+	"nsca_fast/stages/counters"
+)
+
+// Server is one pipeline as a run mode drives it: Run serves until the
+// drain that Shutdown starts has ended (Abort cuts it short).
+type Server interface {
+	Run() error
+	Shutdown()
+	Abort()
+	Snapshot() counters.Snapshot
+}
+
+// App is what the run modes are handed by main: how to read the
+// configuration and how to build the pipeline. The process layer knows
+// nothing else of the daemon.
+type App struct {
+	// Args is the daemon's command line, which workers are started with.
+	Args []string
+	// Load reads the configuration again, for a reload.
+	Load func() (*conf.Config, error)
+	// Check verifies, before a new generation of workers starts, what
+	// each would otherwise refuse at start (the cipher).
+	Check func(cfg *conf.Config) error
+	// New builds a pipeline on already listening sockets.
+	New func(cfg *conf.Config, listeners []int) (Server, error)
+	// ServeOne serves the single connection on fd (inetd).
+	ServeOne func(cfg *conf.Config, fd int) error
+	// Describe is the start-up line's account of how the daemon serves.
+	Describe func(cfg *conf.Config) string
+}
+
+// Fail reports a start-up error on stderr and, for a detached daemon, to
+// the parent still waiting on the terminal, and returns exit code 1.
+func Fail(err error) int {
+	fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
+	glog.Flush()
+	ReportStarted(err)
+	return 1
+}
+
+// signals delivers the signals the daemon acts on. It is set up before the
+// port is bound: a signal sent as soon as clients (or systemd) can reach
+// us is then queued, not fatal.
+func signals() chan os.Signal {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	return sigs
+}
+
+// dropPrivileges enters nsca_chroot and becomes nsca_user/nsca_group,
+// after the sockets are bound, as stock does.
+func dropPrivileges(cfg *conf.Config) error {
+	id, err := ResolveIdentity(cfg.User, cfg.Group)
+	if err != nil {
+		return err
+	}
+	warning, err := Drop(cfg.Chroot, id)
+	if warning != "" {
+		glog.Warning(warning)
+	}
+	return err
+}
+
+// acquirePidFile takes pid_file, if set.
+func acquirePidFile(cfg *conf.Config) (*PidFile, error) {
+	if cfg.PidFile == "" {
+		return nil, nil
+	}
+	return AcquirePidFile(cfg.PidFile)
+}
+
+// serveMetrics serves Prometheus metrics on metrics_address, if set.
+func serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot) {
+	if cfg.MetricsAddress == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", counters.MetricsHandler(snapshot, cfg.Method().Name))
+	go func() {
+		glog.Infof("metrics on http://%s/metrics", cfg.MetricsAddress)
+		if err := http.ListenAndServe(cfg.MetricsAddress, mux); err != nil {
+			glog.Errorf("metrics_address: %v", err)
+		}
+	}()
+}
+
+// listeners returns systemd's sockets (activated is then true), or n new
+// ones bound as the config says (one when n is 0, without SO_REUSEPORT).
+func listeners(cfg *conf.Config, n int) (fds []int, activated bool, err error) {
+	if fds := ActivatedListeners(); len(fds) > 0 {
+		glog.Infof("using %d socket(s) from systemd socket activation", len(fds))
+		return fds, true, nil
+	}
+	for range max(n, 1) {
+		fd, err := Listen(cfg.ServerAddress, cfg.ServerPort, n > 0)
+		if err != nil {
+			return nil, false, err
+		}
+		fds = append(fds, fd)
+	}
+	return fds, false, nil
+}

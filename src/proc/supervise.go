@@ -1,0 +1,143 @@
+package proc
+
+import (
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/golang/glog"
+
+	"nsca_fast/conf"
+	"nsca_fast/stages/counters"
+)
+
+// RunSupervisor runs nsca_workers worker processes and supervises them. It
+// keeps its privileges, to read the configuration again on SIGHUP and to
+// start workers that enter nsca_chroot; it never touches client data.
+func (a *App) RunSupervisor(cfg *conf.Config) int {
+	sigs := signals()
+	if _, err := ResolveIdentity(cfg.User, cfg.Group); err != nil {
+		return Fail(err)
+	}
+	pid, err := acquirePidFile(cfg)
+	if err != nil {
+		return Fail(err)
+	}
+	defer pid.Remove()
+	lfds, activated, err := listeners(cfg, cfg.Workers)
+	if err != nil {
+		return Fail(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return Fail(err)
+	}
+	sup := &Supervisor{
+		// Workers parse the daemon's own command line, in the foreground:
+		// the supervisor has detached already.
+		Spawner:     &ExecSpawner{Path: exe, Args: append([]string{"-f"}, a.Args...), Syslog: Detached()},
+		Listeners:   lfds,
+		Workers:     cfg.Workers,
+		StopTimeout: time.Duration(cfg.ConnectionTimeout)*time.Second + 10*time.Second,
+	}
+	if !activated {
+		// systemd's socket is shared by all workers; our own are one per worker.
+		sup.Listen = func() (int, error) { return Listen(cfg.ServerAddress, cfg.ServerPort, true) }
+	}
+	if err := sup.Start(); err != nil {
+		return Fail(err)
+	}
+	glog.Infof("%s, %d worker processes %v", a.Describe(cfg), cfg.Workers, sup.Pids())
+	ReportStarted(nil)
+	Notify("READY=1")
+	stopStats := make(chan struct{})
+	go counters.ReportEvery(sup.Stats, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
+	serveMetrics(cfg, sup.Stats)
+	sup.Serve(sigs, a.reloadWorkers)
+	close(stopStats)
+	snap := sup.Stats()
+	glog.Infof("stopped: %s", snap.Line(snap, 0))
+	return 0
+}
+
+// reloadWorkers reads the configuration on disk and, if it is good, says
+// how many workers the next generation has.
+func (a *App) reloadWorkers(running int) (int, error) {
+	cfg, err := a.Load()
+	if err != nil {
+		return 0, err
+	}
+	for _, w := range cfg.Warnings {
+		glog.Warning(w)
+	}
+	if err := a.Check(cfg); err != nil {
+		return 0, err
+	}
+	if cfg.Workers == 0 {
+		glog.Warningf("SIGHUP: nsca_workers=0 (one process) takes effect at the next restart; keeping %d workers", running)
+		return running, nil
+	}
+	return cfg.Workers, nil
+}
+
+// Serve runs the supervisor's side of the daemon's life on its own
+// goroutine until the workers have drained: it handles worker exits and
+// restarts, reloads on SIGHUP (reload checks the configuration and says
+// how many workers the new generation has), drains on the first SIGTERM
+// or SIGINT and makes the workers abort their drain on a second one.
+func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int, error)) {
+	for {
+		select {
+		case ev := <-s.Events():
+			ev()
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				Notify(Reloading())
+				if err := s.reloadWith(reload); err != nil {
+					glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+				}
+				Notify("READY=1")
+				continue
+			}
+			Notify("STOPPING=1")
+			glog.Infof("%v: stopping the workers", sig)
+			s.drain(sigs)
+			return
+		}
+	}
+}
+
+func (s *Supervisor) reloadWith(reload func(running int) (int, error)) error {
+	n, err := reload(s.Workers)
+	if err != nil {
+		return err
+	}
+	if err := s.Reload(n); err != nil {
+		return err
+	}
+	glog.Infof("SIGHUP: configuration reloaded; %d new workers %v serve, the previous ones drain", n, s.Pids())
+	return nil
+}
+
+// drain stops every worker; a second signal while they drain makes them
+// abort their drain.
+func (s *Supervisor) drain(sigs <-chan os.Signal) {
+	stopped := make(chan struct{})
+	go func() {
+		s.Stop()
+		close(stopped)
+	}()
+	for {
+		select {
+		case ev := <-s.Events():
+			ev()
+		case sig := <-sigs:
+			if sig != syscall.SIGHUP {
+				glog.Warningf("%v again: the workers abort their drain", sig)
+				s.Signal(syscall.SIGTERM)
+			}
+		case <-stopped:
+			return
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package proc
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/golang/glog"
+
+	"nsca_fast/conf"
+)
+
+// RunWorker is one worker process of a supervisor: the whole pipeline on
+// the listening socket it inherited, reporting to the supervisor.
+func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
+	// The supervisor reloads by replacing workers and forwards the
+	// operator's SIGINT as SIGTERM, so a worker listens to SIGTERM (the
+	// second aborts the drain) and to the supervisor's death, which only
+	// ever drains. A log line written to a pipe whose reader died must not
+	// end the drain either.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, ParentDeathSignal)
+	if w.Syslog {
+		if err := StderrToSyslog(cfg.LogFacility); err != nil {
+			return Fail(err)
+		}
+	}
+	if err := dropPrivileges(cfg); err != nil {
+		return Fail(err)
+	}
+	srv, err := a.New(cfg, []int{w.Listener()})
+	if err != nil {
+		return Fail(err)
+	}
+	orphaned := make(chan os.Signal, 1)
+	OrphanWatch(func() { orphaned <- ParentDeathSignal })
+	go workerSignals(w.Slot, srv, sigs, orphaned)
+	stop := make(chan struct{})
+	reported := make(chan struct{})
+	go func() {
+		w.ReportEvery(srv.Snapshot, time.Second, stop)
+		close(reported)
+	}()
+	w.Ready()
+	err = srv.Run()
+	close(stop)
+	<-reported
+	if err != nil {
+		glog.Errorf("worker %d: %v", w.Slot, err)
+		return 1
+	}
+	return 0
+}
+
+// workerSignals is a worker's one shutdown path: the first SIGTERM drains,
+// a second aborts the drain; the supervisor's death (its parent-death
+// signal, or the orphan watch) only drains.
+func workerSignals(slot int, srv Server, sigs, orphaned <-chan os.Signal) {
+	terms := 0
+	for {
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+		case sig = <-orphaned:
+		}
+		switch {
+		case sig == ParentDeathSignal:
+			glog.Errorf("worker %d: the supervisor is gone; draining", slot)
+			srv.Shutdown()
+		case terms == 0:
+			terms++
+			srv.Shutdown()
+		default:
+			srv.Abort()
+		}
+	}
+}
+
+// RunInetd serves the single connection inetd passes on stdin, logging to
+// syslog unless foreground keeps stderr (stderr may be the client's socket).
+func (a *App) RunInetd(cfg *conf.Config, foreground bool) int {
+	if !foreground {
+		if err := StderrToSyslog(cfg.LogFacility); err != nil {
+			return Fail(err)
+		}
+	}
+	if err := dropPrivileges(cfg); err != nil {
+		return Fail(err)
+	}
+	fd, err := syscall.Dup(0)
+	if err != nil {
+		return Fail(err)
+	}
+	if err := a.ServeOne(cfg, fd); err != nil {
+		return Fail(err)
+	}
+	return 0
+}
