@@ -16,6 +16,10 @@
 //     chunk's block encryptions are computed in one pass and never one
 //     library call per byte.
 //
+// Beyond libmcrypt's methods, [NewNativeAES] and [NewNativeGOST] make native
+// engines for ciphers NSClient++ encrypts with and libmcrypt does not have:
+// AES with 16- and 24-byte keys, and GOST 28147-89 with Crypto++'s S-boxes.
+//
 // An [Engine] makes [Key]s: a Key holds the key schedule (made per connection
 // in decryption_mode 0, per decrypt goroutine in mode 1). A [State] is the
 // per-connection CFB register, a plain value to embed in the connection, so
