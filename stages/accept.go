@@ -25,6 +25,8 @@ var ErrAccept = errors.New("stages: accept")
 
 // AcceptConfig are the accept stage's settings.
 type AcceptConfig struct {
+	// Listeners are the listening sockets, owned by the stage.
+	Listeners []int
 	// MaxConnections caps open connections; the ones over it are closed at once.
 	MaxConnections int
 	// Allowed, when not empty, lists the client networks that may connect.
@@ -36,49 +38,86 @@ type AcceptConfig struct {
 	TrustedProxies []netip.Prefix
 }
 
-// Acceptor is the accept stage: it takes connections off the listening
+// acceptor is the accept stage: it takes connections off the listening
 // sockets, sends each its init packet and hands it to the read stage.
-type Acceptor struct {
+type acceptor struct {
 	cfg      AcceptConfig
 	stats    *counters.Stats
 	log      *counters.RateLog
 	nextID   atomic.Uint64
 	stopOnce sync.Once
 	stopping atomic.Bool
-	// files are duplicates of the listening sockets registered with Go's
-	// network poller: accept waits there at no cost of its own, and Stop
-	// wakes it with a deadline. Closing a duplicate leaves the caller's
-	// socket open.
+	// files are the listening sockets registered with Go's network
+	// poller: accept waits there at no cost of its own, and stop wakes it
+	// with a deadline.
 	files []*os.File
 }
 
-// NewAcceptor returns an accept stage over already listening sockets.
-func NewAcceptor(listeners []int, cfg AcceptConfig, stats *counters.Stats, log *counters.RateLog) (*Acceptor, error) {
-	a := &Acceptor{cfg: cfg, stats: stats, log: log}
+// DupListeners duplicates the caller's listening sockets for an accept
+// stage, which owns and closes the duplicates: the caller's sockets stay
+// open for a successor (a reload), and the clients waiting in their
+// backlog are not reset.
+func DupListeners(listeners []int) ([]int, error) {
+	var dups []int
 	for _, fd := range listeners {
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 		if err == nil {
-			err = unix.SetNonblock(dup, true)
+			if err = unix.SetNonblock(dup, true); err != nil {
+				unix.Close(dup)
+			}
 		}
 		if err != nil {
-			a.closeFiles()
+			for _, d := range dups {
+				unix.Close(d)
+			}
 			return nil, fmt.Errorf("%w: listening socket %d: %w", ErrAccept, fd, err)
 		}
-		a.files = append(a.files, os.NewFile(uintptr(dup), "listener"))
+		dups = append(dups, dup)
 	}
-	return a, nil
+	return dups, nil
 }
 
-func (a *Acceptor) closeFiles() {
+// StartAccept runs one accept goroutine per socket of cfg.Listeners (which
+// it owns: see DupListeners), and one that adopts the connections sent on
+// in (inetd's). Closing in stops accepting: that is how a drain starts. out
+// is closed once every goroutine has returned.
+func StartAccept(ctx context.Context, in <-chan int, out chan<- *Conn, cfg AcceptConfig, env Env) error {
+	a := &acceptor{cfg: cfg, stats: env.Stats, log: env.Log}
+	for _, fd := range cfg.Listeners {
+		a.files = append(a.files, os.NewFile(uintptr(fd), "listener"))
+	}
+	var wg sync.WaitGroup
 	for _, f := range a.files {
-		f.Close()
+		run(ctx, &wg, "accept", func(ctx context.Context) { a.loop(ctx, f, out) })
 	}
+	run(ctx, &wg, "accept", func(ctx context.Context) {
+		for fd := range in {
+			a.adopt(ctx, fd, out)
+		}
+		a.stop()
+	})
+	finished := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			a.stop()
+		case <-finished:
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(finished)
+		for _, f := range a.files {
+			f.Close()
+		}
+		close(out)
+	}()
+	return nil
 }
 
-// Stop makes the accept goroutines return. It leaves the listening sockets
-// open: they belong to the caller and may already serve a successor (a
-// reload), and connections waiting in their backlog are not reset.
-func (a *Acceptor) Stop() {
+// stop makes the accept goroutines return; the sockets' backlog stays for
+// whoever else listens on them.
+func (a *acceptor) stop() {
 	a.stopOnce.Do(func() {
 		a.stopping.Store(true)
 		for _, f := range a.files {
@@ -87,33 +126,10 @@ func (a *Acceptor) Stop() {
 	})
 }
 
-// Start runs one accept goroutine per listening socket and closes out when
-// all have returned (after Stop, or when ctx is cancelled).
-func (a *Acceptor) Start(ctx context.Context, out chan<- *Conn) {
-	var wg sync.WaitGroup
-	for _, f := range a.files {
-		run(ctx, &wg, "accept", func(ctx context.Context) { a.loop(ctx, f, out) })
-	}
-	finished := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			a.Stop()
-		case <-finished:
-		}
-	}()
-	go func() {
-		wg.Wait()
-		close(finished)
-		a.closeFiles()
-		close(out)
-	}()
-}
-
-// loop accepts until Stop. The socket may be shared with other processes
+// loop accepts until stop. The socket may be shared with other processes
 // (workers, a reload's successor), so it is never shut down to wake us; the
 // poller's deadline does that.
-func (a *Acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
+func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		glog.Errorf("accept: %v", err)
@@ -160,8 +176,8 @@ func syscallAddrPort(sa syscall.Sockaddr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// Adopt serves a connection that was accepted elsewhere: inetd's stdin.
-func (a *Acceptor) Adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
+// adopt serves a connection that was accepted elsewhere: inetd's stdin.
+func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return false
@@ -176,7 +192,7 @@ func (a *Acceptor) Adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 // admit applies the access rules to a new connection, sends its init packet
 // (unless a PROXY header must come first) and passes it on. It returns
 // false only when the pipeline is torn down.
-func (a *Acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
+func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
 	if reason := a.refuse(peer); reason != "" {
 		a.stats.Refused.Add(1)
 		a.log.Warningf(peer.Addr().String(), "refused connection from %s: %s", peer, reason)
@@ -214,7 +230,7 @@ func (c *Conn) greet() error {
 }
 
 // refuse says why a new connection is not served, or "" to serve it.
-func (a *Acceptor) refuse(peer netip.AddrPort) string {
+func (a *acceptor) refuse(peer netip.AddrPort) string {
 	if a.cfg.Proxy {
 		if !allowed(a.cfg.TrustedProxies, peer.Addr()) {
 			return "not in proxy_protocol_trusted"

@@ -2,9 +2,10 @@ package stages
 
 import (
 	"errors"
-	"nsca_fast/stages/counters"
 	"strings"
 	"time"
+
+	"nsca_fast/stages/counters"
 
 	"github.com/golang/glog"
 

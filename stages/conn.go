@@ -1,7 +1,3 @@
-// Package stages is the nsca_fast pipeline: accept → read → decrypt →
-// validate → emit. Each stage is a fixed group of goroutines joined to the
-// next by a bounded channel, so memory and goroutine counts depend on the
-// configuration, never on how many clients connect.
 package stages
 
 import (

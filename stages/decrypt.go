@@ -5,8 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"nsca_fast/stages/counters"
 	"time"
+
+	"nsca_fast/stages/counters"
 
 	"nsca_fast/cgo/mcrypt"
 	"nsca_fast/stages/codec"
@@ -14,6 +15,14 @@ import (
 
 // ErrCipher wraps failures to set up decryption.
 var ErrCipher = errors.New("stages: cipher")
+
+// DecryptConfig are the decrypt stage's settings.
+type DecryptConfig struct {
+	// Goroutines is how many decrypt goroutines share the connections;
+	// Depth bounds each one's queue.
+	Goroutines, Depth int
+	Cipher            CipherConfig
+}
 
 // CipherConfig says how clients encrypt, from decryption_method,
 // decryption_mode and password.
@@ -62,10 +71,9 @@ type decrypter struct {
 // goroutine. Framing lives here because the packet size (720 or 4304) can
 // only be decided by decrypting the first packet. out is closed when all
 // goroutines are done.
-func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, n, depth int, cfg CipherConfig, stats *counters.Stats, log *counters.RateLog) error {
-	if n < 1 {
-		n = 1
-	}
+func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg DecryptConfig, env Env) error {
+	n, depth, cfg := max(dcfg.Goroutines, 1), dcfg.Depth, dcfg.Cipher
+	stats, log := env.Stats, env.Log
 	ds := make([]*decrypter, n)
 	for i := range ds {
 		d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password)}

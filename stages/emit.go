@@ -2,10 +2,11 @@ package stages
 
 import (
 	"context"
-	"nsca_fast/stages/counters"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"nsca_fast/stages/counters"
 
 	"github.com/golang/glog"
 
@@ -16,9 +17,9 @@ import (
 // turns a burst into a few PIPE_BUF-sized writes instead of one per line.
 const maxBatch = 256
 
-// Emitter is the emit stage: it batches validated results and hands every
+// emitter is the emit stage: it batches validated results and hands every
 // batch to every destination.
-type Emitter struct {
+type emitter struct {
 	dests []*destRunner
 	stats *counters.Stats
 	log   *counters.RateLog
@@ -41,9 +42,30 @@ type batch struct {
 	pending *atomic.Int32 // shared by the copies
 }
 
-// NewEmitter returns an emit stage over the destinations.
-func NewEmitter(dests []sink.Destination, stats *counters.Stats, log *counters.RateLog) *Emitter {
-	e := &Emitter{stats: stats, log: log}
+// EmitConfig are the emit stage's settings.
+type EmitConfig struct {
+	// Destinations are where every result goes, each with its own queue
+	// and goroutine; the stage owns and closes their sinks.
+	Destinations []sink.Destination
+}
+
+// StartEmit runs the emit goroutines: one that batches and dispatches, one
+// per destination. It has nothing to pass on: out is closed once in is
+// closed and drained, and every destination has written (or dropped,
+// counted) its queue and closed its sinks. Each destination's queue is
+// registered with env.Gauge.
+func StartEmit(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg EmitConfig, env Env) error {
+	e := newEmitter(cfg.Destinations, env.Stats, env.Log)
+	for name, depth := range e.queueDepths() {
+		env.gauge(name, depth)
+	}
+	e.start(ctx, in, out)
+	return nil
+}
+
+// newEmitter returns an emit stage over the destinations.
+func newEmitter(dests []sink.Destination, stats *counters.Stats, log *counters.RateLog) *emitter {
+	e := &emitter{stats: stats, log: log}
 	for _, d := range dests {
 		r := &destRunner{Destination: d}
 		r.chain = &chainRunner{chain: d.Chain, stats: stats, log: log}
@@ -64,12 +86,8 @@ func NewEmitter(dests []sink.Destination, stats *counters.Stats, log *counters.R
 	return e
 }
 
-// Start runs the emit goroutines: one that batches and dispatches, one per
-// destination. done is closed once in is closed and drained, and every
-// destination has written (or dropped, counted) its queue and closed its
-// sinks.
-func (e *Emitter) Start(ctx context.Context, in <-chan sink.Item) (done <-chan struct{}) {
-	ch := make(chan struct{})
+// start runs the emit goroutines and closes done when they have finished.
+func (e *emitter) start(ctx context.Context, in <-chan sink.Item, done chan<- struct{}) {
 	var dispatch, workers sync.WaitGroup
 	for _, d := range e.dests {
 		d.chain.announce() // before its goroutine owns the chain
@@ -89,9 +107,8 @@ func (e *Emitter) Start(ctx context.Context, in <-chan sink.Item) (done <-chan s
 				}
 			}
 		}
-		close(ch)
+		close(done)
 	}()
-	return ch
 }
 
 // Timing of results held back by a sink.
@@ -104,7 +121,7 @@ const (
 // dispatch drains in completely, even after cancellation: every result
 // that got this far was received from a client and must reach a sink or a
 // drop counter.
-func (e *Emitter) dispatch(in <-chan sink.Item) {
+func (e *emitter) dispatch(in <-chan sink.Item) {
 	tick := time.NewTicker(flushInterval)
 	defer tick.Stop()
 	items := make([]sink.Item, 0, maxBatch)
@@ -144,7 +161,7 @@ func (e *Emitter) dispatch(in <-chan sink.Item) {
 
 // hand gives a batch to every destination. Each gets its own copy of the
 // slice, because a sink may reorder what it is given.
-func (e *Emitter) hand(items []sink.Item) {
+func (e *emitter) hand(items []sink.Item) {
 	pending := new(atomic.Int32)
 	pending.Store(int32(len(e.dests)))
 	for _, d := range e.dests {
@@ -167,7 +184,7 @@ func (e *Emitter) hand(items []sink.Item) {
 
 // done counts a destination's copy finished; the last copy of a batch
 // counts its results finished for the statistics.
-func (e *Emitter) done(b *batch) {
+func (e *emitter) done(b *batch) {
 	if b.pending.Add(-1) == 0 {
 		e.stats.Finished.Add(uint64(len(b.items)))
 	}
@@ -175,7 +192,7 @@ func (e *Emitter) done(b *batch) {
 
 // serve is a destination's goroutine: it writes queued batches through its
 // chain and gives held results a chance on a timer.
-func (e *Emitter) serve(ctx context.Context, d *destRunner) {
+func (e *emitter) serve(ctx context.Context, d *destRunner) {
 	tick := time.NewTicker(flushInterval)
 	defer tick.Stop()
 	for {
@@ -200,7 +217,7 @@ func (e *Emitter) serve(ctx context.Context, d *destRunner) {
 	}
 }
 
-func (e *Emitter) flushOverflow() {
+func (e *emitter) flushOverflow() {
 	for _, d := range e.dests {
 		if d.overflow != nil {
 			d.overflow.flush()
@@ -208,8 +225,8 @@ func (e *Emitter) flushOverflow() {
 	}
 }
 
-// QueueDepths reports, per destination, how many results wait in its queue.
-func (e *Emitter) QueueDepths() map[string]func() int {
+// queueDepths reports, per destination, how many results wait in its queue.
+func (e *emitter) queueDepths() map[string]func() int {
 	m := map[string]func() int{}
 	for _, d := range e.dests {
 		m["destination_"+d.Name] = func() int { return int(d.queued.Load()) }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"nsca_fast/stages/counters"
 	"sync"
 	"testing"
 	"time"
+
+	"nsca_fast/stages/counters"
 
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/emit/sink"
@@ -64,13 +65,14 @@ func TestEmitterStalledDestinationOverflows(t *testing.T) {
 	stalledFallback := &memorySink{name: "stalled-fallback"}
 	overflow := &memorySink{name: "stalled-overflow"}
 	stats := counters.NewStats()
-	e := NewEmitter([]sink.Destination{
+	e := newEmitter([]sink.Destination{
 		{Name: "local", Chain: []sink.Sink{fast}, Capacity: 10, Blocking: true},
 		{Name: "remote", Chain: []sink.Sink{stalled, stalledFallback}, Overflow: []sink.Sink{overflow}, Capacity: 10},
 	}, stats, counters.NewRateLog(time.Second, 5))
 	const n = 300
 	stats.Received.Add(n)
-	done := e.Start(context.Background(), feed(n))
+	done := make(chan struct{})
+	e.start(context.Background(), feed(n), done)
 	if !waitFor(5*time.Second, func() bool { return len(fast.hosts()) == n }) {
 		t.Fatalf("the fast destination got %d of %d results while the other was stalled", len(fast.hosts()), n)
 	}
@@ -100,12 +102,14 @@ func TestEmitterFallbackAndDrop(t *testing.T) {
 	fallback := &memorySink{name: "dump"}
 	deadAlone := &memorySink{name: "dead-alone", fail: true}
 	stats := counters.NewStats()
-	e := NewEmitter([]sink.Destination{
+	e := newEmitter([]sink.Destination{
 		{Name: "a", Chain: []sink.Sink{dead, fallback}, Capacity: 1000},
 		{Name: "b", Chain: []sink.Sink{deadAlone}, Capacity: 1000},
 	}, stats, counters.NewRateLog(time.Second, 5))
 	stats.Received.Add(20)
-	<-e.Start(context.Background(), feed(20))
+	done := make(chan struct{})
+	e.start(context.Background(), feed(20), done)
+	<-done
 	snap := stats.Snapshot()
 	if len(fallback.hosts()) != 20 || snap.Emitted["dump"] != 20 || snap.FellBack["dead"] != 20 || snap.SinkErrors["dead"] == 0 {
 		t.Errorf("fallback got %d; emitted %v, fell back %v, errors %v", len(fallback.hosts()), snap.Emitted, snap.FellBack, snap.SinkErrors)
@@ -133,13 +137,14 @@ func TestEmitterAbortSkipsRemote(t *testing.T) {
 	hung := &memorySink{name: "hung", gate: make(chan struct{})}
 	fallback := &memorySink{name: "dump"}
 	stats := counters.NewStats()
-	e := NewEmitter([]sink.Destination{
+	e := newEmitter([]sink.Destination{
 		// Room for the ten single-result batches the loop below queues.
 		{Name: "remote", Chain: []sink.Sink{hung, fallback}, Capacity: 16 * maxBatch, Remote: true},
 	}, stats, counters.NewRateLog(time.Second, 5))
 	ctx, abort := context.WithCancel(context.Background())
 	in := make(chan sink.Item)
-	done := e.Start(ctx, in)
+	done := make(chan struct{})
+	e.start(ctx, in, done)
 	in <- sink.Item{Result: codec.Result{Host: "first"}}
 	// The first result is inside the hung sink's Write; the rest queue.
 	d := e.dests[0]

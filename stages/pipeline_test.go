@@ -746,7 +746,7 @@ func TestRequestCloseAfterReaderExit(t *testing.T) {
 	in := make(chan *Conn, 1)
 	out := make(chan chunk, 16)
 	ctx := t.Context()
-	if err := StartRead(ctx, in, out, 1, ReadConfig{Timeout: 10 * time.Second, Grace: time.Second}, stats, counters.NewRateLog(time.Second, 5)); err != nil {
+	if err := StartRead(ctx, in, out, ReadConfig{Readers: 1, Timeout: 10 * time.Second, Grace: time.Second}, Env{Stats: stats, Log: counters.NewRateLog(time.Second, 5)}); err != nil {
 		t.Fatal(err)
 	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)

@@ -5,12 +5,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"nsca_fast/stages/counters"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"nsca_fast/stages/counters"
 
 	"github.com/pires/go-proxyproto"
 

@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"nsca_fast/stages/counters"
 	"sync"
 	"time"
+
+	"nsca_fast/stages/counters"
 
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
@@ -17,6 +18,8 @@ import (
 
 // ReadConfig are the read stage's settings.
 type ReadConfig struct {
+	// Readers is how many epoll loops share the connections.
+	Readers int
 	// Timeout closes a connection that delivers less than one legacy packet's
 	// worth of bytes (720) within this long: idle clients, stalled clients and
 	// slowloris alike. Stock's equivalent is its 10 s socket timeout.
@@ -82,13 +85,11 @@ func (r *reader) wakeLocked() {
 // they send and forwards it, in order, as chunks to out, which it closes
 // once every reader has finished: after in is closed and the open
 // connections have ended or used up their grace.
-func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, n int, cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) error {
-	if n < 1 {
-		n = 1
-	}
+func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadConfig, env Env) error {
+	n := max(cfg.Readers, 1)
 	readers := make([]*reader, 0, n)
 	for range n {
-		r, err := newReader(cfg, stats, log)
+		r, err := newReader(cfg, env.Stats, env.Log)
 		if err != nil {
 			for _, r := range readers {
 				r.close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -26,11 +25,18 @@ var ErrConfig = errors.New("stages: config")
 // emit. New builds it, Run serves until Shutdown or Abort, in the manner of
 // nsq's nsqd.
 type Server struct {
-	cfg      *conf.Config
-	Stats    *counters.Stats
-	log      *counters.RateLog
-	acceptor *Acceptor
-	emitter  *Emitter
+	cfg   *conf.Config
+	Stats *counters.Stats
+	log   *counters.RateLog
+	// listeners are the server's own duplicates of the listening
+	// sockets, which its accept stage owns once it runs.
+	listeners []int
+	dests     []sink.Destination
+	acceptCfg AcceptConfig
+	// adopt feeds the accept stage connections accepted elsewhere
+	// (inetd); closing it stops accepting.
+	adopt    chan int
+	stopOnce sync.Once
 	cipher   CipherConfig
 	allowed  []netip.Prefix // allowed_hosts, for clients behind a PROXY header
 
@@ -107,13 +113,12 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.allowed = allowed
-	acceptCfg := AcceptConfig{MaxConnections: MaxConnections(cfg, openFilesLimit()), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
-	s.acceptor, err = NewAcceptor(listeners, acceptCfg, s.Stats, s.log)
-	if err != nil {
+	s.acceptCfg = AcceptConfig{MaxConnections: MaxConnections(cfg, openFilesLimit()), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
+	if s.listeners, err = DupListeners(listeners); err != nil {
 		sink.CloseDestinations(dests)
 		return nil, err
 	}
-	s.emitter = NewEmitter(dests, s.Stats, s.log)
+	s.dests, s.adopt = dests, make(chan int, 1)
 	s.ctx, s.abort = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -133,44 +138,54 @@ func (s *Server) run(inetdFD int) error {
 	chunks := make(chan chunk, depth)
 	packets := make(chan Packet, depth)
 	items := make(chan sink.Item, depth)
-	s.queuesMu.Lock()
-	s.queues = map[string]func() int{
-		"accept_to_read": func() int { return len(conns) }, "read_to_decrypt": func() int { return len(chunks) },
-		"decrypt_to_validate": func() int { return len(packets) }, "validate_to_emit": func() int { return len(items) },
-	}
-	maps.Copy(s.queues, s.emitter.QueueDepths())
-	s.queuesMu.Unlock()
-
+	done := make(chan struct{})
+	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge}
+	env.gauge("accept_to_read", func() int { return len(conns) })
+	env.gauge("read_to_decrypt", func() int { return len(chunks) })
+	env.gauge("decrypt_to_validate", func() int { return len(packets) })
+	env.gauge("validate_to_emit", func() int { return len(items) })
 	if inetdFD >= 0 {
-		// Queued before the accept stage starts, which closes conns as soon as
-		// Shutdown has stopped its (absent) listeners.
-		s.acceptor.Adopt(ctx, inetdFD, conns)
-		s.acceptor.Stop()
+		s.adopt <- inetdFD
+		s.Shutdown()
 	}
-	s.acceptor.Start(ctx, conns)
-	readCfg := ReadConfig{Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed}
-	if err := StartRead(ctx, conns, chunks, cfg.ReaderThreads, readCfg, s.Stats, s.log); err != nil {
-		s.abort()
-		return err
-	}
+
 	threads := Threads(cfg)
-	if err := StartDecrypt(ctx, chunks, packets, threads, depth, s.cipher, s.Stats, s.log); err != nil {
-		s.abort()
-		return err
-	}
-	validateCfg := ValidateConfig{MaxChecks: cfg.MaxChecksPerConnection, StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
-	if cfg.MaxPacketAgeEnabled {
-		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
-	}
 	// Validation is cheap, but strict_mode_spoofing resolves host names:
 	// then more goroutines keep one slow lookup from stalling every client.
 	validators := 1
 	if cfg.StrictModeSpoofing {
 		validators = max(threads, 4)
 	}
-	StartValidate(ctx, packets, items, validators, depth, validateCfg, s.Stats, s.log)
-	done := s.emitter.Start(ctx, items)
-
+	validateCfg := ValidateConfig{Goroutines: validators, Depth: depth, MaxChecks: cfg.MaxChecksPerConnection, StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
+	if cfg.MaxPacketAgeEnabled {
+		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
+	}
+	s.acceptCfg.Listeners = s.listeners
+	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed}
+	// Downstream first: when a stage cannot start, closing the input of
+	// the one started before it lets those already running drain and end.
+	starts := []struct {
+		start func() error
+		input func()
+	}{
+		{func() error { return StartEmit(ctx, items, done, EmitConfig{Destinations: s.dests}, env) }, func() { close(items) }},
+		{func() error { return StartValidate(ctx, packets, items, validateCfg, env) }, func() { close(packets) }},
+		{func() error {
+			return StartDecrypt(ctx, chunks, packets, DecryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher}, env)
+		}, func() { close(chunks) }},
+		{func() error { return StartRead(ctx, conns, chunks, readCfg, env) }, func() { close(conns) }},
+		{func() error { return StartAccept(ctx, s.adopt, conns, s.acceptCfg, env) }, nil},
+	}
+	for i, st := range starts {
+		if err := st.start(); err != nil {
+			s.abort()
+			if i > 0 {
+				starts[i-1].input()
+				<-done
+			}
+			return err
+		}
+	}
 	<-done
 	s.log.Flush()
 	snap := s.Stats.Snapshot()
@@ -178,7 +193,17 @@ func (s *Server) run(inetdFD int) error {
 	return nil
 }
 
-// counters.Snapshot is the server's counters with the depth of its queues (the
+// gauge registers the depth of a queue for Snapshot.
+func (s *Server) gauge(name string, depth func() int) {
+	s.queuesMu.Lock()
+	defer s.queuesMu.Unlock()
+	if s.queues == nil {
+		s.queues = map[string]func() int{}
+	}
+	s.queues[name] = depth
+}
+
+// Snapshot is the server's counters with the depth of its queues (the
 // shards inside a stage are not counted).
 func (s *Server) Snapshot() counters.Snapshot {
 	snap := s.Stats.Snapshot()
@@ -193,7 +218,7 @@ func (s *Server) Snapshot() counters.Snapshot {
 
 // Shutdown stops accepting; Run returns once open connections have ended
 // (or used up their grace) and everything read has been emitted.
-func (s *Server) Shutdown() { s.acceptor.Stop() }
+func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.adopt) }) }
 
 // Abort tears the pipeline down at once, for a second signal or a drain
 // that takes too long. Results already past validation are still emitted.

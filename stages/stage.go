@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime/pprof"
 	"sync"
+
+	"nsca_fast/stages/counters"
 )
 
 // send delivers v unless the pipeline is being torn down. Every send between
@@ -75,4 +77,21 @@ func startSharded[T any](ctx context.Context, name string, in <-chan T, n, depth
 		wg.Wait()
 		done()
 	}()
+}
+
+// Env is what every stage is given besides its own settings: the counters
+// it updates, the rate-limited log of what it refuses, and where it
+// registers the depth of a queue it owns, for the metrics.
+type Env struct {
+	Stats *counters.Stats
+	Log   *counters.RateLog
+	// Gauge, when set, is told of each internal queue: its name and a
+	// function returning how many items wait in it.
+	Gauge func(name string, depth func() int)
+}
+
+func (e Env) gauge(name string, depth func() int) {
+	if e.Gauge != nil {
+		e.Gauge(name, depth)
+	}
 }

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"nsca_fast/stages/counters"
 	"sync"
 	"time"
+
+	"nsca_fast/stages/counters"
 
 	"github.com/golang/glog"
 
@@ -25,6 +26,9 @@ var (
 
 // ValidateConfig are the validate stage's settings.
 type ValidateConfig struct {
+	// Goroutines is how many validators share the connections; Depth
+	// bounds each one's queue.
+	Goroutines, Depth int
 	// MaxPacketAge, when not zero, drops packets whose timestamp is further
 	// than this from now. Since send_nsca echoes the server time of the init
 	// packet, this measures time since the connection began, not client clocks.
@@ -40,9 +44,9 @@ type ValidateConfig struct {
 
 // StartValidate runs n validate goroutines, sharded by connection so that
 // one client's results keep their order, and closes out when done.
-func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, n, depth int, cfg ValidateConfig, stats *counters.Stats, log *counters.RateLog) {
-	v := &validator{cfg: cfg, stats: stats, log: log}
-	startSharded(ctx, "validate", in, n, depth, func(p Packet) uint64 { return p.Conn.ID },
+func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, cfg ValidateConfig, env Env) error {
+	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log}
+	startSharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p Packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan Packet) {
 			for p := range in {
 				if p.Short != nil {
@@ -57,6 +61,7 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 			}
 		},
 		func() { close(out) })
+	return nil
 }
 
 type validator struct {

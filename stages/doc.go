@@ -1,0 +1,35 @@
+// Package stages is the nsca_fast pipeline: accept → read → decrypt →
+// validate → emit, one file per stage, wired together in server.go, with
+// the helpers every stage uses in stage.go. Memory and goroutine counts
+// depend on the configuration, never on how many clients connect.
+//
+// Every stage has one shape:
+//
+//		func StartX(ctx context.Context, in <-chan I, out chan<- O, cfg XConfig, env Env) error
+//
+//	  - It starts a fixed number of goroutines, set by cfg (XConfig.Goroutines,
+//	    Readers, or one per listening socket and destination), each running the
+//	    stage's one function over in, and returns at once.
+//	  - It returns an error only when it cannot start, and then has started
+//	    nothing.
+//	  - Its goroutines end when in is closed and drained (for accept: closing
+//	    in stops accepting, which is how a drain begins), and the stage then
+//	    closes out. The emit stage has nothing to pass on: closing its out
+//	    says every destination has written its queue and closed its sinks.
+//	  - Every send on out also watches ctx (see send): cancelling ctx tears the
+//	    pipeline down without blocking any goroutine. Only emit keeps draining
+//	    in after cancellation, because what reached it was received from a
+//	    client and must end in a sink or a drop counter.
+//	  - A connection's items are handled by one goroutine of each stage
+//	    (startSharded shards by connection), which keeps one client's results
+//	    in order without locks.
+//
+// The stages share counters and the rate-limited log through Env; the
+// channels between them are bounded by queue_size, so a slow sink makes
+// the stages upstream wait and, at the end, the clients, as with stock.
+//
+// What the stages use lives beside them: the wire format in stages/codec,
+// the ciphers in stages/cipher, the destinations in stages/emit/sink (with
+// their dialects and durable queues in stages/emit/...), and the counters
+// and metrics in stages/counters.
+package stages
