@@ -1,0 +1,282 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeWorker is a worker process as the supervisor sees it, played by the
+// test: it says "ready" on its status pipe (unless told not to), ends on
+// SIGKILL, and on SIGTERM does what drainTerms says.
+type fakeWorker struct {
+	slot, gen, listener, pid int
+	status                   *io.PipeWriter
+	exit                     chan Exit
+	// drainTerms is how many SIGTERMs it takes to end: 1 drains at once, 2
+	// models a drain that only an abort (the second SIGTERM) ends.
+	drainTerms int
+
+	mu      sync.Mutex
+	signals []os.Signal
+	ended   bool
+}
+
+func (w *fakeWorker) Pid() int { return w.pid }
+
+func (w *fakeWorker) Signal(sig os.Signal) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return os.ErrProcessDone
+	}
+	w.signals = append(w.signals, sig)
+	switch {
+	case sig == syscall.SIGKILL:
+		w.endLocked(Exit{Code: -1, Signal: syscall.SIGKILL})
+	case sig == syscall.SIGTERM && w.countLocked(syscall.SIGTERM) >= w.drainTerms:
+		w.endLocked(Exit{})
+	}
+	return nil
+}
+
+func (w *fakeWorker) countLocked(sig os.Signal) int {
+	n := 0
+	for _, s := range w.signals {
+		if s == sig {
+			n++
+		}
+	}
+	return n
+}
+
+// crash ends the worker as if it died on its own.
+func (w *fakeWorker) crash() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.endLocked(Exit{Code: -1, Signal: syscall.SIGSEGV})
+}
+
+func (w *fakeWorker) endLocked(e Exit) {
+	if w.ended {
+		return
+	}
+	w.ended = true
+	w.status.Close()
+	w.exit <- e
+}
+
+func (w *fakeWorker) Wait() Exit { return <-w.exit }
+
+func (w *fakeWorker) got() []os.Signal {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.signals)
+}
+
+// fakeSpawner starts fakeWorkers and remembers them in order.
+type fakeSpawner struct {
+	mu         sync.Mutex
+	workers    []*fakeWorker
+	drainTerms int
+	notReady   bool // new workers never say "ready"
+}
+
+func (f *fakeSpawner) Spawn(slot, gen, listener int) (Process, io.ReadCloser, error) {
+	r, w := io.Pipe()
+	f.mu.Lock()
+	fw := &fakeWorker{slot: slot, gen: gen, listener: listener, pid: 1000 + len(f.workers), status: w, exit: make(chan Exit, 1), drainTerms: max(f.drainTerms, 1)}
+	f.workers = append(f.workers, fw)
+	notReady := f.notReady
+	f.mu.Unlock()
+	if !notReady {
+		go fmt.Fprintln(w, "ready")
+	}
+	return fw, r, nil
+}
+
+func (f *fakeSpawner) all() []*fakeWorker {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.workers)
+}
+
+func (f *fakeSpawner) set(fn func(f *fakeSpawner)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// startSupervisor runs a supervisor of n fake workers on fake listeners
+// 40, 41, ... with Serve on its own goroutine; the returned channel takes
+// signals and served is closed when Serve returns.
+func startSupervisor(t *testing.T, f *fakeSpawner, n int, reload func(int) (int, error)) (s *Supervisor, sigs chan os.Signal, served chan struct{}) {
+	t.Helper()
+	s = &Supervisor{Spawner: f, Workers: n, StopTimeout: 5 * time.Second}
+	next := 40
+	s.Listen = func() (int, error) { next++; return next - 1, nil }
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sigs, served = make(chan os.Signal, 4), make(chan struct{})
+	go func() {
+		s.Serve(sigs, reload)
+		close(served)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-served:
+		default:
+			sigs <- syscall.SIGTERM
+			<-served
+		}
+	})
+	return s, sigs, served
+}
+
+func sameN(n int) func(int) (int, error) { return func(int) (int, error) { return n, nil } }
+
+// A SIGHUP starts a new generation on the same listening sockets, and only
+// once it serves are the old workers told to drain (one SIGTERM each).
+func TestSupervisorReloadReplacesGenerationOnSameSockets(t *testing.T) {
+	f := &fakeSpawner{}
+	s, sigs, served := startSupervisor(t, f, 2, sameN(2))
+	old := f.all()
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the old generation ended", func() bool { return len(s.Pids()) == 2 && len(f.all()) == 4 && old[0].ended && old[1].ended })
+	for _, w := range old {
+		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
+			t.Errorf("old worker %d got %v, want one SIGTERM", w.slot, got)
+		}
+	}
+	for i, w := range f.all()[2:] {
+		if w.gen != 2 || w.listener != old[i].listener || len(w.got()) != 0 {
+			t.Errorf("new worker %d: generation %d, listener %d (old %d), signals %v", i, w.gen, w.listener, old[i].listener, w.got())
+		}
+	}
+	sigs <- syscall.SIGTERM
+	<-served
+	if len(f.all()) != 4 {
+		t.Errorf("%d workers were started, want 4: an old worker's exit must not be restarted", len(f.all()))
+	}
+}
+
+// A reload whose workers never become ready keeps the running workers
+// untouched.
+func TestSupervisorFailedReloadKeepsWorkers(t *testing.T) {
+	f := &fakeSpawner{}
+	s, _, _ := startSupervisor(t, f, 2, sameN(2))
+	old := f.all()
+	f.set(func(f *fakeSpawner) { f.notReady = true })
+	// Reload's wait for readiness is long; a new worker that exits during
+	// start-up fails it at once.
+	go func() {
+		waitUntil(t, "the new generation was spawned", func() bool { return len(f.all()) >= 3 })
+		f.all()[2].crash()
+	}()
+	if err := s.Reload(2); err == nil {
+		t.Fatal("Reload succeeded with a worker that died during start-up")
+	}
+	for _, w := range old {
+		if len(w.got()) != 0 || w.ended {
+			t.Errorf("running worker %d was signalled %v after a failed reload", w.slot, w.got())
+		}
+	}
+}
+
+// The first SIGTERM drains (one SIGTERM to each worker); a second one
+// while they drain makes them abort (a second SIGTERM each).
+func TestSupervisorSecondSignalAbortsDrain(t *testing.T) {
+	f := &fakeSpawner{drainTerms: 2}
+	_, sigs, served := startSupervisor(t, f, 2, sameN(2))
+	sigs <- syscall.SIGTERM
+	waitUntil(t, "every worker was told to drain", func() bool {
+		for _, w := range f.all() {
+			if len(w.got()) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	select {
+	case <-served:
+		t.Fatal("the supervisor returned while its workers still drained")
+	case <-time.After(50 * time.Millisecond):
+	}
+	sigs <- syscall.SIGINT
+	<-served
+	for _, w := range f.all() {
+		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM, syscall.SIGTERM}) {
+			t.Errorf("worker %d got %v, want SIGTERM to drain and SIGTERM to abort", w.slot, got)
+		}
+	}
+}
+
+// A worker that dies during the drain is not restarted, and the drain
+// ends once the others have finished.
+func TestSupervisorWorkerDyingDuringDrainIsNotRestarted(t *testing.T) {
+	f := &fakeSpawner{drainTerms: 2}
+	_, sigs, served := startSupervisor(t, f, 2, sameN(2))
+	sigs <- syscall.SIGTERM
+	ws := f.all()
+	waitUntil(t, "the drain started", func() bool { return len(ws[0].got()) > 0 && len(ws[1].got()) > 0 })
+	ws[0].crash()
+	time.Sleep(300 * time.Millisecond) // longer than the first restart back-off
+	if n := len(f.all()); n != 2 {
+		t.Errorf("%d workers started, want 2: nothing is restarted during a drain", n)
+	}
+	sigs <- syscall.SIGTERM // abort the other one's drain
+	<-served
+}
+
+// A worker of the current generation that dies is restarted on its slot's
+// listening socket.
+func TestSupervisorRestartsDeadWorker(t *testing.T) {
+	f := &fakeSpawner{}
+	_, _, _ = startSupervisor(t, f, 2, sameN(2))
+	dead := f.all()[1]
+	dead.crash()
+	waitUntil(t, "the dead worker was replaced", func() bool { return len(f.all()) == 3 })
+	if w := f.all()[2]; w.slot != dead.slot || w.listener != dead.listener || w.gen != dead.gen {
+		t.Errorf("replacement: slot %d listener %d generation %d; want %d, %d, %d", w.slot, w.listener, w.gen, dead.slot, dead.listener, dead.gen)
+	}
+}
+
+// A reload that fails to read the configuration keeps the workers.
+func TestSupervisorReloadErrorKeepsWorkers(t *testing.T) {
+	f := &fakeSpawner{}
+	_, sigs, _ := startSupervisor(t, f, 2, func(int) (int, error) { return 0, errors.New("bad config") })
+	sigs <- syscall.SIGHUP
+	time.Sleep(100 * time.Millisecond)
+	for _, w := range f.all() {
+		if len(w.got()) != 0 {
+			t.Errorf("worker %d was signalled %v after a refused reload", w.slot, w.got())
+		}
+	}
+	if len(f.all()) != 2 {
+		t.Errorf("%d workers started, want 2", len(f.all()))
+	}
+}
+
+// A worker's environment keeps nothing meant for the supervisor alone.
+func TestWorkerEnv(t *testing.T) {
+	got := workerEnv([]string{"PATH=/bin", envDetached + "=3", "LISTEN_FDS=1", "LISTEN_PID=7", "NOTIFY_SOCKET=/run/x", envWorker + "=0:1", "GOGC=1"})
+	if !slices.Equal(got, []string{"PATH=/bin", "GOGC=1"}) {
+		t.Errorf("workerEnv = %q", got)
+	}
+}
