@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# Installs what building and testing nsca_fast needs on Debian 12, as root.
-# Packages already present are not installed again.
+# Installs what nsca_fast needs on Debian 12, as root: `deps.sh build` only
+# what building needs (libmcrypt, cmake, a C compiler for cgo), `deps.sh
+# test` (the default) also the real programs the tests drive: send_nsca and
+# stock nsca, Nagios 4, HAProxy, Icinga 2, gearmand, and Crypto++ with g++
+# for the NSClient++-compatible client. Packages already present are not
+# installed again.
 set -euo pipefail
+build=(libmcrypt-dev cmake make gcc)
+test=(nsca-client nsca nagios4-core haproxy icinga2 gearman-job-server gearman-tools libcrypto++-dev g++)
+case "${1:-test}" in
+  build) want=("${build[@]}") ;;
+  test) want=("${build[@]}" "${test[@]}") ;;
+  *) echo "usage: deps.sh [build|test]" >&2; exit 2 ;;
+esac
 need=()
-for pkg in libmcrypt-dev nsca-client nsca cmake make gcc nagios4-core haproxy icinga2 gearman-job-server gearman-tools; do
+for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then

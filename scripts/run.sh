@@ -3,7 +3,7 @@
 # configuration: 127.0.0.1:5667, XOR, results under ./var of this checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh build
 bash scripts/build.sh
 mkdir -p var
 exec ./nsca -f "$@"

@@ -5,7 +5,7 @@
 # replaces the stock nsca package on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh test
 export PATH="$PATH:/usr/local/go/bin"
 bash scripts/build.sh
 unformatted=$(gofmt -l src cgo stages conf tests scripts 2>/dev/null || true)
@@ -13,6 +13,9 @@ if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted" >&2; exit
 go vet ./...
 export NSCA_BIN="$PWD/nsca"
 env -u NSCA_DEB_TEST go test -count=1 -timeout 25m ./...
+# The lifecycle and reliability tests ran their daemons with GOGC=1 above, so
+# that finalizer and GC-timing bugs show at once; once more with Go's default.
+env -u NSCA_DEB_TEST NSCA_TEST_GOGC=default go test -count=1 -timeout 15m -run 'TestLifecycle|TestRel|TestSupervisor|TestFullDisk' ./tests
 # Minimizing each new interesting input can outlast a short -fuzztime and
 # fail the run with "context deadline exceeded"; a crasher is still reported.
 fuzztime="${FUZZTIME:-10s}"
