@@ -12,12 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	"nsca_fast/stages/counters"
-
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/counters"
 )
 
 // ErrAccept wraps failures to take over a listening socket.

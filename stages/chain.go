@@ -5,10 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"nsca_fast/stages/counters"
-
 	"github.com/golang/glog"
 
+	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
 )
 

@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"nsca_fast/stages/counters"
-
 	"nsca_fast/cgo/mcrypt"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/counters"
 )
 
 // ErrCipher wraps failures to set up decryption.

@@ -6,10 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"nsca_fast/stages/counters"
-
 	"github.com/golang/glog"
 
+	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
 )
 

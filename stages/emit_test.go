@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/stages/counters"
-
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
 )
 

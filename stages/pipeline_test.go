@@ -21,14 +21,13 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/src/proc"
-	"nsca_fast/stages/counters"
-
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/cgo/mcrypt"
 	"nsca_fast/conf"
+	"nsca_fast/src/proc"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/counters"
 )
 
 func TestMain(m *testing.M) {

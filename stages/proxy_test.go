@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/stages/counters"
-
 	"github.com/pires/go-proxyproto"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/counters"
 )
 
 func proxyV2(t *testing.T, cmd proxyproto.ProtocolVersionAndCommand, src, dst string) []byte {

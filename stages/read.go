@@ -8,12 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"nsca_fast/stages/counters"
-
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/counters"
 )
 
 // ReadConfig are the read stage's settings.

@@ -9,12 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"nsca_fast/stages/counters"
-
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/conf"
+	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
 )
 

@@ -17,7 +17,7 @@ import (
 	"nsca_fast/stages/emit/sink"
 )
 
-// ErrStale and ErrTooManyChecks are the validate stage's own reasons.
+// The validate stage's own reasons to refuse a packet that decoded well.
 var (
 	ErrStale         = errors.New("stages: stale packet")
 	ErrTooManyChecks = errors.New("stages: too many checks on one connection")

@@ -3,13 +3,14 @@ package proc
 import (
 	"errors"
 	"fmt"
-	"nsca_fast/stages/counters"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/golang/glog"
+
+	"nsca_fast/stages/counters"
 )
 
 // ErrSpawn wraps failures to start a worker process.

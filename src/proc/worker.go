@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"nsca_fast/stages/counters"
 	"os"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/counters"
 )
 
 // Descriptors a worker inherits from its supervisor.
