@@ -19,9 +19,10 @@ const maxBatch = 256
 // emitter is the emit stage: it batches validated results and hands every
 // batch to every destination.
 type emitter struct {
-	dests []*destRunner
-	stats *counters.Stats
-	log   *counters.RateLog
+	dests    []*destRunner
+	stats    *counters.Stats
+	log      *counters.RateLog
+	progress func() // env.Progress, or nil
 }
 
 // destRunner runs one destination.
@@ -55,6 +56,7 @@ type EmitConfig struct {
 // registered with env.Gauge.
 func StartEmit(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg EmitConfig, env Env) error {
 	e := newEmitter(cfg.Destinations, env.Stats, env.Log)
+	e.progress = env.Progress
 	for name, depth := range e.queueDepths() {
 		env.gauge(name, depth)
 	}
@@ -186,6 +188,9 @@ func (e *emitter) hand(items []sink.Item) {
 func (e *emitter) done(b *batch) {
 	if b.pending.Add(-1) == 0 {
 		e.stats.Finished.Add(uint64(len(b.items)))
+	}
+	if e.progress != nil {
+		e.progress()
 	}
 }
 

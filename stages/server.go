@@ -42,6 +42,8 @@ type Server struct {
 	ctx   context.Context
 	abort context.CancelFunc
 
+	progress func()
+
 	queuesMu sync.Mutex
 	queues   map[string]func() int // depth of each queue, while running
 }
@@ -138,7 +140,7 @@ func (s *Server) run(inetdFD int) error {
 	packets := make(chan Packet, depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
-	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge}
+	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress}
 	env.gauge("accept_to_read", func() int { return len(conns) })
 	env.gauge("read_to_decrypt", func() int { return len(chunks) })
 	env.gauge("decrypt_to_validate", func() int { return len(packets) })
@@ -191,6 +193,10 @@ func (s *Server) run(inetdFD int) error {
 	glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
 	return nil
 }
+
+// OnProgress has fn called, without blocking the pipeline, after each
+// batch of results a destination is done with. Call it before Run.
+func (s *Server) OnProgress(fn func()) { s.progress = fn }
 
 // gauge registers the depth of a queue for Snapshot.
 func (s *Server) gauge(name string, depth func() int) {

@@ -88,6 +88,10 @@ type Env struct {
 	// Gauge, when set, is told of each internal queue: its name and a
 	// function returning how many items wait in it.
 	Gauge func(name string, depth func() int)
+	// Progress, when set, is called after each batch a destination is done
+	// with; it must not block (a worker process uses it to report its
+	// counters to the supervisor at once).
+	Progress func()
 }
 
 func (e Env) gauge(name string, depth func() int) {

@@ -319,7 +319,7 @@ type stats struct {
 	emitted, dropped          map[string]uint64
 }
 
-var statsRe = regexp.MustCompile(`(?:statistics|pipeline drained): .*received=(\d+), report_success=(\d+), report_failed=(\d+), queued=(-?\d+) \(held by sinks -?\d+\), emitted\{([^}]*)\}, dropped\{([^}]*)\}`)
+var statsRe = regexp.MustCompile(`(?:statistics|pipeline drained|stopped): .*received=(\d+), report_success=(\d+), report_failed=(\d+), queued=(-?\d+) \(held by sinks -?\d+\), emitted\{([^}]*)\}, dropped\{([^}]*)\}`)
 
 // parseStats parses a statistics line.
 func parseStats(line string) (stats, bool) {

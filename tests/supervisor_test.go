@@ -179,6 +179,20 @@ func TestSupervisorKillStorm(t *testing.T) {
 		t.Errorf("workers lost their socket: %q", bad[:min(3, len(bad))])
 	}
 	d.stop()
+	// What killed workers counted after their last report is missing from
+	// the supervisor's totals: say how much, against the command file.
+	// Workers report after every batch they deliver, so what a kill takes
+	// out of the totals is about the batch in hand (it was a second of
+	// results when they reported once a second).
+	st := statsLines(d.Stderr(), "stopped")
+	if len(st) == 0 {
+		t.Fatalf("no final statistics line from the supervisor")
+	}
+	emitted := int(sum(st[len(st)-1].emitted))
+	t.Logf("supervisor's final count: %d emitted, %d lines in the command file", emitted, len(counts))
+	if emitted > len(counts) || len(counts)-emitted > killed*128 {
+		t.Errorf("the supervisor counts %d emitted for %d lines in the command file after %d kills", emitted, len(counts), killed)
+	}
 }
 
 // supSlowClient sends checks over one connection, each 4304-byte packet in

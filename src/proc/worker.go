@@ -26,8 +26,9 @@ type Worker struct {
 	// Syslog is set when the supervisor's standard error, which the worker
 	// inherits, is a pipe to the supervisor's syslog forwarder: the worker
 	// then forwards its own, so its drain is logged after the supervisor died.
-	Syslog bool
-	status *os.File
+	Syslog   bool
+	status   *os.File
+	reported chan struct{}
 }
 
 // WorkerFromEnv returns this process's worker identity when the supervisor
@@ -38,7 +39,7 @@ func WorkerFromEnv() *Worker {
 		return nil
 	}
 	os.Unsetenv(envWorker)
-	w := &Worker{Syslog: strings.HasSuffix(v, ":syslog")}
+	w := &Worker{Syslog: strings.HasSuffix(v, ":syslog"), reported: make(chan struct{})}
 	fmt.Sscanf(v, "%d:%d", &w.Slot, &w.Generation)
 	unix.CloseOnExec(workerListenerFD)
 	unix.CloseOnExec(workerStatusFD)
@@ -60,21 +61,39 @@ func (w *Worker) Report(s counters.Snapshot) {
 	fmt.Fprintf(w.status, "stats %s\n", b)
 }
 
-// ReportEvery sends counters every interval until stop is closed, then once
-// more, so the supervisor's totals include everything this worker did.
-func (w *Worker) ReportEvery(snapshot func() counters.Snapshot, interval time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+// ReportEvery sends counters every interval, and soon after each call of
+// the returned function, until stop is closed, then once more, so the
+// supervisor's totals include everything this worker did. The pipeline
+// calls poke after every batch it delivered: a worker killed with SIGKILL
+// then leaves out of the totals little more than the batch in hand. poke
+// never blocks; pokes between two reports make one report.
+func (w *Worker) ReportEvery(snapshot func() counters.Snapshot, interval time.Duration, stop <-chan struct{}) (poke func()) {
+	poked := make(chan struct{}, 1)
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				w.Report(snapshot())
+				close(w.reported)
+				return
+			case <-t.C:
+			case <-poked:
+			}
+			w.Report(snapshot())
+		}
+	}()
+	return func() {
 		select {
-		case <-stop:
-			w.Report(snapshot())
-			return
-		case <-t.C:
-			w.Report(snapshot())
+		case poked <- struct{}{}:
+		default:
 		}
 	}
 }
+
+// Reported is closed once the last report after stop was sent.
+func (w *Worker) Reported() <-chan struct{} { return w.reported }
 
 // OrphanWatch calls orphaned once the supervisor is gone (the parent pid
 // changes), so that no worker outlives the main process even if the

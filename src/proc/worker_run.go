@@ -11,6 +11,10 @@ import (
 	"nsca_fast/conf"
 )
 
+// reportInterval is how often a worker sends its counters to the
+// supervisor when no batch was delivered (gauges still change).
+const reportInterval = time.Second
+
 // RunWorker is one worker process of a supervisor: the whole pipeline on
 // the listening socket it inherited, reporting to the supervisor.
 func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
@@ -38,15 +42,14 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	OrphanWatch(func() { orphaned <- ParentDeathSignal })
 	go workerSignals(w.Slot, srv, sigs, orphaned)
 	stop := make(chan struct{})
-	reported := make(chan struct{})
-	go func() {
-		w.ReportEvery(srv.Snapshot, time.Second, stop)
-		close(reported)
-	}()
+	poke := w.ReportEvery(srv.Snapshot, reportInterval, stop)
+	if p, ok := srv.(interface{ OnProgress(func()) }); ok {
+		p.OnProgress(poke)
+	}
 	w.Ready()
 	err = srv.Run()
 	close(stop)
-	<-reported
+	<-w.Reported()
 	if err != nil {
 		glog.Errorf("worker %d: %v", w.Slot, err)
 		return 1
