@@ -22,6 +22,9 @@ fuzztime="${FUZZTIME:-10s}"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./conf
 go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/codec
 go test -run '^$' -fuzz '^FuzzProxyHeader$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages
+go test -run '^$' -fuzz '^FuzzMatchesLibmcrypt$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/cipher
+go test -run '^$' -fuzz '^FuzzSegment$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/emit/queue
+go test -run '^$' -fuzz '^FuzzRoundTrip$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/emit/dialect
 SOAK_DURATION="${SOAK_DURATION:-10s}" bash scripts/soak.sh
 if [ "${CI:-}" = true ] || [ "${NSCA_DEB_TEST:-}" = 1 ]; then
   NSCA_DEB_TEST=1 go test -count=1 -timeout 10m -run 'TestDeb' -v ./tests
