@@ -21,6 +21,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/emit/dialect"
 )
 
 // Sentinel errors, wrapped by every error this package returns, so that
@@ -93,8 +95,11 @@ type Config struct {
 	QueueSize         int    // queue_size
 	AllowedHosts      string // allowed_hosts; "" = everyone, see AllowedPrefixes
 	SpoolFileMode     uint32 // spool_file_mode, permission bits
-	MetricsAddress    string // metrics_address; "" = no metrics endpoint
-	StatsInterval     int    // stats_interval, seconds; 0 = no statistics lines
+	// CommandFileDialect is command_file_dialect: the escaping of outputs
+	// in the command file, spool files and the dump file.
+	CommandFileDialect dialect.Dialect
+	MetricsAddress     string // metrics_address; "" = no metrics endpoint
+	StatsInterval      int    // stats_interval, seconds; 0 = no statistics lines
 
 	// Scaling out.
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/emit/dialect"
 )
 
 // dumpValue returns the value Dump shows for name, so that one generic check
@@ -169,6 +171,9 @@ func TestOptionValues(t *testing.T) {
 		"spool_file_mode": {ok("0600", "0600"), ok("644", "0644"), ok("0", "0000"), ok(" 0640 ", "0640"),
 			ok("0777", "0777"), bad("01777", "has bits beyond 0777"), bad("0800", "is not an octal number"),
 			bad("rw", "is not an octal number"), bad("-1", "is not an octal number")},
+		"command_file_dialect": {ok("nagios", "nagios"), ok("icinga2", "icinga2"), ok("naemon", "naemon"),
+			bad("Icinga2", "command_file_dialect=Icinga2 is not a dialect; use nagios, icinga2, naemon"),
+			bad("icinga", "is not a dialect")},
 		"metrics_address": {ok("127.0.0.1:9667", "127.0.0.1:9667"), ok(":9667", ":9667"), ok("[::1]:9667", "[::1]:9667"),
 			bad("127.0.0.1", "is not host:port"), bad("localhost:http x", "is not host:port"), bad("127.0.0.1:99999", "is not host:port")},
 		"proxy_protocol": boolCases,
@@ -282,6 +287,7 @@ reader_threads=9
 queue_size=10
 allowed_hosts=10.0.0.0/8
 spool_file_mode=0640
+command_file_dialect=icinga2
 metrics_address=127.0.0.1:9667
 stats_interval=17
 proxy_protocol=1
@@ -318,7 +324,7 @@ gearman_fallback=spool
 		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, ThreadsPerWorker: 4,
 		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: true,
 		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",
-		SpoolFileMode: 0o640, MetricsAddress: "127.0.0.1:9667", StatsInterval: 17,
+		SpoolFileMode: 0o640, CommandFileDialect: dialect.Icinga2, MetricsAddress: "127.0.0.1:9667", StatsInterval: 17,
 		ProxyProtocol: true, ProxyProtocolTrusted: "127.0.0.1", Icinga2URL: "https://icinga:5665", Icinga2User: "nsca",
 		Icinga2Password: "ipw", Icinga2ClientCert: "/c.crt", Icinga2ClientKey: "/c.key", Icinga2CAFile: "/ca.crt",
 		Icinga2MaxInFlight: 11, Icinga2Timeout: 12, Icinga2Retries: 13, Icinga2QueueSize: 14, Icinga2Fallback: "dump",

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"nsca_fast/stages/emit/dialect"
 )
 
 // Values of Option.Origin: who introduced an option, so documentation can
@@ -144,6 +146,13 @@ var options = []option{
 			parse: parseOctal, valid: validMode, format: formatOctal, number: true},
 		doc: "Permission bits, in octal, of the files written into check_result_path. 0600 as stock: the " +
 			"core runs as the same user."},
+	{name: "command_file_dialect", def: "nagios", origin: originNew,
+		kind: field[dialect.Dialect]{ptr: func(c *Config) *dialect.Dialect { return &c.CommandFileDialect },
+			parse: parseDialect, format: dialect.Dialect.String},
+		doc: "Escaping of plugin output in command_file, check_result_path files and alternate_dump_file, " +
+			"for the core that reads them: nagios (stock's, byte for byte; Nagios 4), icinga2 (Icinga 2's " +
+			"command pipe) or naemon. Output a core cannot store exactly is written in a documented " +
+			"substitute form and counted (nsca_dialect_lossy_total)."},
 	{name: "metrics_address", origin: originNew,
 		kind: text(func(c *Config) *string { return &c.MetricsAddress }, validHostPort),
 		doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers). " +
@@ -359,6 +368,16 @@ func text(ptr func(*Config) *string, valid func(string) error) kind {
 	verbatim := func(s string) (string, error) { return s, nil }
 	format := func(s string) string { return s }
 	return field[string]{ptr: ptr, parse: verbatim, valid: all, format: format}
+}
+
+// parseDialect reads command_file_dialect; its message names the valid
+// values, as the other options' do.
+func parseDialect(s string) (dialect.Dialect, error) {
+	d, err := dialect.Parse(s)
+	if err != nil {
+		return d, fmt.Errorf("is not a dialect; use %s", strings.Join(dialect.Names(), ", "))
+	}
+	return d, nil
 }
 
 func parseInt(s string) (int, error) {

@@ -53,6 +53,10 @@ type Stats struct {
 	// held by a sink, or dropped); SinkDropped counts the drops among them,
 	// one per destination that dropped a result.
 	Finished, SinkDropped atomic.Uint64
+	// DialectLossy counts results the command file, the spool or the dump
+	// file delivered in a lossy form of command_file_dialect: output the
+	// core cannot store exactly, written in the documented substitute.
+	DialectLossy atomic.Uint64
 
 	mu         sync.Mutex
 	emitted    map[string]*atomic.Uint64
@@ -107,6 +111,7 @@ type Snapshot struct {
 	Chunks, BytesRead, Validated   uint64
 	DecryptNanos                   uint64
 	Finished, SinkDropped          uint64
+	DialectLossy                   uint64
 	Emitted, Dropped, SinkErrors   map[string]uint64
 	FellBack                       map[string]uint64
 	// Queues holds the depth of each queue between stages, when the
@@ -130,6 +135,7 @@ func (s *Stats) Snapshot() Snapshot {
 		DecryptNanos: s.DecryptNanos.Load(),
 		Finished:     s.Finished.Load(),
 		SinkDropped:  s.SinkDropped.Load(),
+		DialectLossy: s.DialectLossy.Load(),
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,9 +195,15 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 	if seconds > 0 {
 		rate = float64(s.Connections-prev.Connections) / seconds
 	}
-	return fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, incomplete=%d, health_checks=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}, fell_back{%s}",
+	line := fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, incomplete=%d, health_checks=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}, fell_back{%s}",
 		rate, s.Connections, s.Open, s.Refused, s.Incomplete, s.HealthChecks, s.Received, s.TotalEmitted(), s.TotalDropped(), s.Queued(), s.Held,
 		formatCounts(s.Emitted), formatCounts(s.Dropped), formatCounts(s.FellBack))
+	if s.DialectLossy > 0 {
+		// Only when it happened: with the nagios dialect it practically
+		// never does, and the line stays what parsers of it know.
+		line += fmt.Sprintf(", dialect_lossy=%d", s.DialectLossy)
+	}
+	return line
 }
 
 // Add sums o into s, for the statistics of several worker processes.
@@ -209,6 +221,7 @@ func (s *Snapshot) Add(o Snapshot) {
 	s.DecryptNanos += o.DecryptNanos
 	s.Finished += o.Finished
 	s.SinkDropped += o.SinkDropped
+	s.DialectLossy += o.DialectLossy
 	addInto(&s.Emitted, o.Emitted)
 	addInto(&s.Dropped, o.Dropped)
 	addInto(&s.SinkErrors, o.SinkErrors)

@@ -43,6 +43,7 @@ var (
 	descSinkErrors  = desc("sink_errors_total", "Failed writes, by sink.", "sink")
 	descQueue       = desc("queue_depth", "Items waiting in each queue between stages.", "queue")
 	descHeld        = desc("results_held", "Results a sink holds back (the spool at check_result_path_max_files).")
+	descLossy       = desc("dialect_lossy_total", "Results the command file, spool or dump file wrote in a lossy form of command_file_dialect (output the core cannot store exactly).")
 	descDecrypt     = desc("decrypt_seconds_total", "Time spent decrypting, by method.", "method")
 )
 
@@ -88,5 +89,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descQueue, v, k)
 	}
 	gauge(descHeld, s.Held)
+	counter(descLossy, s.DialectLossy)
 	ch <- prometheus.MustNewConstMetric(descDecrypt, prometheus.CounterValue, float64(s.DecryptNanos)/1e9, c.method)
 }

@@ -31,4 +31,3 @@ func ReportEvery(snapshot func() Snapshot, interval time.Duration, stop <-chan s
 		}
 	}
 }
-

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/sink"
 )
 

@@ -3,9 +3,12 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/emit/dialect"
 )
 
 // pipeBuf is the largest write the kernel keeps atomic on a pipe; lines are
@@ -72,6 +75,14 @@ type CommandFile struct {
 	lastErr  error
 	lines    lineBuf
 	lastKind string
+	// lossy counts the lines delivered in a lossy form of the dialect.
+	lossy *atomic.Uint64
+}
+
+// UseDialect makes the command file escape outputs in d (command_file_dialect)
+// and count in lossy the results delivered in a lossy form.
+func (c *CommandFile) UseDialect(d dialect.Dialect, lossy *atomic.Uint64) {
+	c.lines.dialect, c.lossy = d, lossy
 }
 
 // NewCommandFile returns a sink for path; nothing is opened until the first write.
@@ -199,12 +210,14 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 					err = errors.Join(err, terr)
 				}
 				done += lines
+				countLossy(c.lossy, c.lines.lossyIn(lines))
 			}
 			c.closeFD()
 			c.failed(err)
 			return done, err
 		}
 		done += len(c.lines.ends)
+		countLossy(c.lossy, len(c.lines.lossy))
 	}
 	return done, nil
 }

@@ -3,10 +3,12 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/emit/dialect"
 )
 
 // ErrConfig wraps settings no destination can be built from.
@@ -203,7 +205,25 @@ func Destinations(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog
 	if len(dests) == 0 {
 		return nil, fmt.Errorf("%w: no sink: set command_file, check_result_path, icinga2_api_url or gearman_server", ErrConfig)
 	}
+	var lossy *atomic.Uint64
+	if stats != nil {
+		lossy = &stats.DialectLossy
+	}
+	useDialect(dests, cfg.CommandFileDialect, lossy)
 	return dests, nil
+}
+
+// useDialect makes every sink a core reads (command file, spool, dump file,
+// wherever in a chain or overflow) write command_file_dialect, counting its
+// lossy results in lossy.
+func useDialect(dests []Destination, d dialect.Dialect, lossy *atomic.Uint64) {
+	for _, dest := range dests {
+		for _, s := range append(dest.Chain[:len(dest.Chain):len(dest.Chain)], dest.Overflow...) {
+			if ds, ok := s.(Dialected); ok {
+				ds.UseDialect(d, lossy)
+			}
+		}
+	}
 }
 
 // CloseDestinations closes the sinks of destinations that will not run.

@@ -2,28 +2,49 @@ package sink
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"nsca_fast/stages/emit/dialect"
 )
 
 // appendEscaped appends s with backslash and newline escaped as stock does
-// (`\` to `\\`, newline to `\n`), which is the inverse of what the core
-// applies when it reads the command file or a spool file.
+// (`\` to `\\`, newline to `\n`), which is the inverse of what Nagios
+// applies when it reads the command file or a spool file. It is the nagios
+// dialect, kept under this name for the formats that always use stock's
+// escaping (mod_gearman's job body).
 func appendEscaped(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\n':
-			b = append(b, '\\', 'n')
-		default:
-			b = append(b, c)
-		}
-	}
+	b, _ = dialect.Nagios.AppendCommand(b, s, false)
 	return b
 }
 
-// AppendCommand appends the external command line for it, newline included.
+// Dialected is a local sink whose outputs are read by the core: the command
+// file, the spool and the dump file (whose lines are replayed into the
+// command file). UseDialect makes it escape outputs in d and count in lossy
+// (nil: not counted) each result it delivered in a lossy form; the default
+// is dialect.Nagios, stock's bytes.
+type Dialected interface {
+	UseDialect(d dialect.Dialect, lossy *atomic.Uint64)
+}
+
+// countLossy adds n results delivered in a lossy form to c, if any.
+func countLossy(c *atomic.Uint64, n int) {
+	if c != nil && n > 0 {
+		c.Add(uint64(n))
+	}
+}
+
+// AppendCommand appends the external command line for it, newline
+// included, in stock's escaping (the nagios dialect).
 func AppendCommand(b []byte, it Item) []byte {
+	b, _ = AppendCommandIn(b, it, dialect.Nagios)
+	return b
+}
+
+// AppendCommandIn appends the external command line for it, newline
+// included, with the output escaped in dialect d; lossy reports that the
+// core cannot store this output exactly (see package dialect).
+func AppendCommandIn(b []byte, it Item, d dialect.Dialect) (out []byte, lossy bool) {
 	b = append(b, '[')
 	b = strconv.AppendInt(b, it.Time, 10)
 	r := it.Result
@@ -39,17 +60,26 @@ func AppendCommand(b []byte, it Item) []byte {
 	b = append(b, ';')
 	b = strconv.AppendInt(b, int64(r.ReturnCode), 10)
 	b = append(b, ';')
-	b = appendEscaped(b, r.Output)
-	return append(b, '\n')
+	b, lossy = d.AppendCommand(b, r.Output, r.Service == "")
+	return append(b, '\n'), lossy
 }
 
 // ctimeLayout is C's ctime(3) format; "_2" pads the day with a space as
 // ctime's %3d does.
 const ctimeLayout = "Mon Jan _2 15:04:05 2006"
 
-// AppendSpool appends the content of a check_result_path file for it.
+// AppendSpool appends the content of a check_result_path file for it, in
+// stock's escaping (the nagios dialect).
 func AppendSpool(b []byte, it Item) []byte {
-	t := strconv.AppendInt(nil, it.Time, 10)
+	b, _ = AppendSpoolIn(b, it, dialect.Nagios)
+	return b
+}
+
+// AppendSpoolIn appends the content of a check_result_path file for it
+// with the output escaped in dialect d; lossy is as for AppendCommandIn.
+func AppendSpoolIn(b []byte, it Item, d dialect.Dialect) (out []byte, lossy bool) {
+	var tb [20]byte // on the stack: a spool file costs no allocation here
+	t := strconv.AppendInt(tb[:0], it.Time, 10)
 	r := it.Result
 	b = append(b, "### NSCA Passive Check Result ###\n# Time: "...)
 	b = time.Unix(it.Time, 0).AppendFormat(b, ctimeLayout)
@@ -71,6 +101,6 @@ func AppendSpool(b []byte, it Item) []byte {
 	b = append(b, ".0\nreturn_code="...)
 	b = strconv.AppendInt(b, int64(r.ReturnCode), 10)
 	b = append(b, "\noutput="...)
-	b = appendEscaped(b, r.Output)
-	return append(b, "\n\n"...)
+	b, lossy = d.AppendSpool(b, r.Output)
+	return append(b, "\n\n"...), lossy
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/emit/dialect"
 )
 
 // ErrPartialLine is returned when a write to a regular file stopped inside
@@ -20,21 +22,36 @@ var ErrPartialLine = errors.New("sink: a partial line is left in the file")
 type lineBuf struct {
 	b    []byte
 	ends []int
+	// dialect escapes the outputs; lossy holds, in order, the indices of
+	// the lines written in a lossy form, so that only those delivered are
+	// counted (usually none: it stays empty and costs nothing).
+	dialect dialect.Dialect
+	lossy   []int
 }
 
-func (l *lineBuf) reset() { l.b, l.ends = l.b[:0], l.ends[:0] }
+func (l *lineBuf) reset() { l.b, l.ends, l.lossy = l.b[:0], l.ends[:0], l.lossy[:0] }
 
 // add appends the command line of it.
 func (l *lineBuf) add(it Item) {
-	l.b = AppendCommand(l.b, it)
+	var lossy bool
+	l.b, lossy = AppendCommandIn(l.b, it, l.dialect)
+	if lossy {
+		l.lossy = append(l.lossy, len(l.ends))
+	}
 	l.ends = append(l.ends, len(l.b))
 }
 
 // dropLast takes back the last line added.
 func (l *lineBuf) dropLast() {
 	l.ends = l.ends[:len(l.ends)-1]
+	if n := len(l.lossy); n > 0 && l.lossy[n-1] == len(l.ends) {
+		l.lossy = l.lossy[:n-1]
+	}
 	l.b = l.b[:l.end(len(l.ends))]
 }
+
+// lossyIn is how many of the first n lines were written in a lossy form.
+func (l *lineBuf) lossyIn(n int) int { return sort.SearchInts(l.lossy, n) }
 
 // end is where the first n lines end.
 func (l *lineBuf) end(n int) int {

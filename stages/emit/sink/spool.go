@@ -6,8 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/emit/dialect"
 )
 
 // ErrSpool wraps every failure to deliver a spool file.
@@ -30,7 +33,16 @@ type Spool struct {
 	queueLimit int
 	queue      []Item
 	files      *dirCount
+
+	// dialect escapes the outputs; lossy counts the files delivered with
+	// an output in a lossy form.
+	dialect dialect.Dialect
+	lossy   *atomic.Uint64
 }
+
+// UseDialect makes the spool escape outputs in d (command_file_dialect) and
+// count in lossy the results delivered in a lossy form.
+func (s *Spool) UseDialect(d dialect.Dialect, lossy *atomic.Uint64) { s.dialect, s.lossy = d, lossy }
 
 // ErrSpoolFull is returned for results refused because the spool is at
 // check_result_path_max_files and its waiting queue is full.
@@ -150,7 +162,8 @@ func (s *Spool) Write(items []Item) (int, error) {
 }
 
 func (s *Spool) writeOne(it Item) error {
-	s.buf = AppendSpool(s.buf[:0], it)
+	var lossy bool
+	s.buf, lossy = AppendSpoolIn(s.buf[:0], it, s.dialect)
 	tmp, err := s.create("t")
 	if err != nil {
 		return err
@@ -180,6 +193,9 @@ func (s *Spool) writeOne(it Item) error {
 		os.Remove(final)
 		s.files.unwrote(filepath.Base(final))
 		return fmt.Errorf("%w: create %s.ok: %w", ErrSpool, final, err)
+	}
+	if lossy {
+		countLossy(s.lossy, 1)
 	}
 	return nil
 }
@@ -250,6 +266,14 @@ type Dump struct {
 	Path  string
 	fd    int
 	lines lineBuf
+	lossy *atomic.Uint64
+}
+
+// UseDialect makes the dump file escape outputs in d (command_file_dialect),
+// so that its lines can be replayed into the same core's command file, and
+// count in lossy the results delivered in a lossy form.
+func (d *Dump) UseDialect(dl dialect.Dialect, lossy *atomic.Uint64) {
+	d.lines.dialect, d.lossy = dl, lossy
 }
 
 // NewDump returns a sink appending to path.
@@ -280,6 +304,7 @@ func (d *Dump) Write(items []Item) (int, error) {
 		defer unix.Flock(d.fd, unix.LOCK_UN)
 	}
 	n, err := writeLines(d.fd, &d.lines)
+	countLossy(d.lossy, d.lines.lossyIn(n))
 	if err != nil {
 		return n, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
 	}
