@@ -87,6 +87,11 @@ type Config struct {
 	CheckResultPathMaxFiles int  // check_result_path_max_files; 0 = no cap
 	DirStats                bool // dir_stats, accepted and ignored
 
+	// Decryption options new in this project.
+
+	DecryptionEngine string // decryption_engine: EngineLibmcrypt, EngineNative or EngineAuto
+	PayloadLengths   []int  // payload_length, ascending, each MinPayloadLength..MaxPayloadLength
+
 	// Options new in this project.
 
 	ConnectionTimeout int    // connection_timeout, seconds

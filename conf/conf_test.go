@@ -37,6 +37,8 @@ func TestDefault(t *testing.T) {
 		LogFacility:            "daemon",
 		DecryptionMode:         1,
 		MaxChecksPerConnection: 5000,
+		DecryptionEngine:       "libmcrypt",
+		PayloadLengths:         []int{512, 4096},
 		ConnectionTimeout:      10,
 		StatsInterval:          5,
 		ReaderThreads:          1,
@@ -129,7 +131,15 @@ func TestOptionValues(t *testing.T) {
 			ok(" 8 ", "8"), bad("13", "decryption_method=13 is not a decryption method; use one of 0 none, 1 xor"),
 			bad("17", "is not a decryption method"), bad("18", "is not a decryption method"),
 			bad("21", "is not a decryption method"), bad("27", "is not a decryption method"),
-			bad("-1", "is not a decryption method"), bad("des", notInt),
+			bad("-1", "is not a decryption method"),
+			// NSClient++'s names, and the methods this project adds.
+			ok("des", "2"), ok("3des", "3"), ok("cast128", "4"), ok("xtea", "6"), ok("blowfish", "8"),
+			ok("twofish", "9"), ok("rc2", "11"), ok("aes", "14"), ok("aes256", "14"), ok("rijndael256", "14"),
+			ok("serpent", "20"), ok("none", "0"), ok("xor", "1"), ok("aes128", "aes128"),
+			ok("rijndael128", "aes128"), ok("aes192", "aes192"), ok("rijndael192", "aes192"), ok("gost", "gost"),
+			bad("tripledes", "is neither a method number nor a method name; use one of 0 none, 1 xor"),
+			bad("AES", "or a name: none (= 0), xor (= 1), des (= 2), 3des (= 3)"), bad("cast-128", "aes128, rijndael128, aes192"),
+			bad("100", "is not a decryption method; write its name, aes128"), bad("102", "write its name, gost"),
 			bad("7", "decryption_method=7 (threeway) is unusable: "+whyBlock+"; send_nsca cannot use it either"),
 			bad("12", "decryption_method=12 (arcfour) is unusable: a stream cipher, libmcrypt cannot open it "+
 				"in 8-bit cfb mode; send_nsca cannot use it either"),
@@ -143,7 +153,15 @@ func TestOptionValues(t *testing.T) {
 			ok("/nonexistent/spool", "/nonexistent/spool")),
 		"strict_mode_spoofing": boolCases,
 		"decryption_mode":      {ok("0", "0"), ok("1", "1"), bad("2", "cannot be greater than 1"), bad("-1", "cannot be negative")},
-		"nsca_workers":         {ok("0", "0"), ok("100", "100"), bad("101", "cannot be greater than 100"), bad("x", notInt)},
+		"decryption_engine": {ok("libmcrypt", "libmcrypt"), ok("native", "native"), ok("auto", "auto"),
+			bad("Native", "decryption_engine=Native is not a decryption engine; use libmcrypt, native or auto"),
+			bad("go", "is not a decryption engine")},
+		"payload_length": {ok("512,4096", "512,4096"), ok("4096, 512", "512,4096"), ok(" 1024 ", "1024"),
+			ok("8192,512,8192", "512,8192"), ok("65536", "65536"),
+			bad("511", "payload_length=511 has 511, outside 512..65536"), bad("65537", "outside 512..65536"),
+			bad("512,", "has an empty entry"), bad("512;4096", "has a bad entry 512;4096: is not a decimal integer"),
+			bad("x", "has a bad entry")},
+		"nsca_workers": {ok("0", "0"), ok("100", "100"), bad("101", "cannot be greater than 100"), bad("x", notInt)},
 		"nsca_threads_per_worker": {ok("0", "0"), ok("1000", "1000"), bad("1001", "cannot be greater than 1000"),
 			bad("-5", "cannot be negative")},
 		"max_checks_per_connection": {ok("0", "0"), ok("1", "1"), ok("1000000000", "1000000000"),
@@ -275,6 +293,7 @@ log_facility=local3
 check_result_path=/spool
 strict_mode_spoofing=1
 decryption_mode=0
+decryption_engine=native
 nsca_workers=3
 nsca_threads_per_worker=4
 max_checks_per_connection=5
@@ -287,6 +306,7 @@ reader_threads=9
 queue_size=10
 allowed_hosts=10.0.0.0/8
 spool_file_mode=0640
+payload_length=8192,1024
 command_file_dialect=icinga2
 metrics_address=127.0.0.1:9667
 stats_interval=17
@@ -323,6 +343,7 @@ gearman_fallback=spool
 		AppendToFile: true, MaxPacketAge: 60, Password: "pw", DecryptionMethod: 14, LogFacility: "local3",
 		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, ThreadsPerWorker: 4,
 		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: true,
+		DecryptionEngine: "native", PayloadLengths: []int{1024, 8192},
 		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",
 		SpoolFileMode: 0o640, CommandFileDialect: dialect.Icinga2, MetricsAddress: "127.0.0.1:9667", StatsInterval: 17,
 		ProxyProtocol: true, ProxyProtocolTrusted: "127.0.0.1", Icinga2URL: "https://icinga:5665", Icinga2User: "nsca",

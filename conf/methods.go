@@ -1,5 +1,10 @@
 package conf
 
+import (
+	"slices"
+	"strconv"
+)
+
 // Method describes one value of decryption_method. The numbers are stock's,
 // shared with send_nsca's encryption_method, so that an existing pair of
 // configuration files keeps meaning the same algorithm.
@@ -15,6 +20,11 @@ type Method struct {
 	Usable bool
 	// Why explains an unusable method; empty when Usable.
 	Why string
+	// Native marks the methods this project adds for NSClient++ (aes128,
+	// aes192, gost): ciphers libmcrypt does not have, always served by the
+	// native engine whatever decryption_engine says. Their numbers lie
+	// outside stock's 0..26 and are internal: nsca.cfg names them.
+	Native bool
 }
 
 // Reasons an algorithm cannot serve NSCA: stock always opens libmcrypt in
@@ -27,38 +37,118 @@ const (
 // methods is indexed by number; the zero entries (Name == "") are the
 // numbers stock never assigned (13, 17, 18, 21).
 var methods = [...]Method{
-	0:  {0, "none", true, ""},
-	1:  {1, "xor", true, ""},
-	2:  {2, "des", true, ""},
-	3:  {3, "tripledes", true, ""},
-	4:  {4, "cast-128", true, ""},
-	5:  {5, "cast-256", true, ""},
-	6:  {6, "xtea", true, ""},
-	7:  {7, "threeway", false, whyBlock},
-	8:  {8, "blowfish", true, ""},
-	9:  {9, "twofish", true, ""},
-	10: {10, "loki97", true, ""},
-	11: {11, "rc2", true, ""},
-	12: {12, "arcfour", false, whyStream},
-	14: {14, "rijndael-128", true, ""},
-	15: {15, "rijndael-192", true, ""},
-	16: {16, "rijndael-256", true, ""},
-	19: {19, "wake", false, whyStream},
-	20: {20, "serpent", true, ""},
-	22: {22, "enigma", false, whyStream},
-	23: {23, "gost", true, ""},
-	24: {24, "safer-sk64", false, whyBlock},
-	25: {25, "safer-sk128", false, whyBlock},
-	26: {26, "saferplus", true, ""},
+	0:  {0, "none", true, "", false},
+	1:  {1, "xor", true, "", false},
+	2:  {2, "des", true, "", false},
+	3:  {3, "tripledes", true, "", false},
+	4:  {4, "cast-128", true, "", false},
+	5:  {5, "cast-256", true, "", false},
+	6:  {6, "xtea", true, "", false},
+	7:  {7, "threeway", false, whyBlock, false},
+	8:  {8, "blowfish", true, "", false},
+	9:  {9, "twofish", true, "", false},
+	10: {10, "loki97", true, "", false},
+	11: {11, "rc2", true, "", false},
+	12: {12, "arcfour", false, whyStream, false},
+	14: {14, "rijndael-128", true, "", false},
+	15: {15, "rijndael-192", true, "", false},
+	16: {16, "rijndael-256", true, "", false},
+	19: {19, "wake", false, whyStream, false},
+	20: {20, "serpent", true, "", false},
+	22: {22, "enigma", false, whyStream, false},
+	23: {23, "gost", true, "", false},
+	24: {24, "safer-sk64", false, whyBlock, false},
+	25: {25, "safer-sk128", false, whyBlock, false},
+	26: {26, "saferplus", true, "", false},
 }
 
-// MethodByNumber returns the method stock knows by number n, usable or not.
-// ok is false for numbers stock rejects outright (unassigned or outside 0..26).
+// Numbers of the methods this project adds, beyond stock's range so that no
+// stock number ever changes meaning.
+const (
+	MethodAES128 = 100 // NSClient++'s aes128: AES, 16-byte key, 8-bit CFB
+	MethodAES192 = 101 // NSClient++'s aes192: AES, 24-byte key, 8-bit CFB
+	MethodGOST   = 102 // NSClient++'s gost: Crypto++'s GOST 28147-89, 32-byte key, 8-bit CFB
+)
+
+// nativeMethods are the methods this project adds; Name is what nsca.cfg
+// says and what the cipher engine is labelled with.
+var nativeMethods = []Method{
+	{MethodAES128, "aes128", true, "", true},
+	{MethodAES192, "aes192", true, "", true},
+	{MethodGOST, "gost", true, "", true},
+}
+
+// methodNames maps the names decryption_method accepts to a method number:
+// NSClient++'s encryption names, each mapped to the method that decrypts
+// what NSClient++ encrypts under that name (checked by tests/nscp_test.go).
+// NSClient++'s aes/aes256 is stock's 14 (libmcrypt keys rijndael-128 with 32
+// bytes); its gost is not stock's 23, whose S-boxes differ.
+var methodNames = map[string]int{
+	"none": 0, "xor": 1, "des": 2, "3des": 3, "cast128": 4, "xtea": 6,
+	"blowfish": 8, "twofish": 9, "rc2": 11, "aes": 14, "aes256": 14, "rijndael256": 14,
+	"serpent": 20, "aes128": MethodAES128, "rijndael128": MethodAES128,
+	"aes192": MethodAES192, "rijndael192": MethodAES192, "gost": MethodGOST,
+}
+
+// MethodByNumber returns the method known by number n, usable or not: stock's
+// 0..26 and this project's (MethodAES128 ...). ok is false for numbers stock
+// rejects outright (unassigned or outside 0..26) that are not ours either.
 func MethodByNumber(n int) (m Method, ok bool) {
+	for _, m := range nativeMethods {
+		if m.Number == n {
+			return m, true
+		}
+	}
 	if n < 0 || n >= len(methods) || methods[n].Name == "" {
 		return Method{}, false
 	}
 	return methods[n], true
+}
+
+// MethodByName returns the method decryption_method=name selects (see
+// MethodNames); ok is false for any other name.
+func MethodByName(name string) (m Method, ok bool) {
+	n, ok := methodNames[name]
+	if !ok {
+		return Method{}, false
+	}
+	return MethodByNumber(n)
+}
+
+// MethodNames lists the names decryption_method accepts, grouped by the
+// method they select in number order, as "name (= number)" for stock methods
+// and the bare name for this project's.
+func MethodNames() []string {
+	byMethod := map[int][]string{}
+	for name, n := range methodNames {
+		byMethod[n] = append(byMethod[n], name)
+	}
+	var numbers []int
+	for n := range byMethod {
+		numbers = append(numbers, n)
+	}
+	slices.Sort(numbers)
+	var out []string
+	for _, n := range numbers {
+		names := byMethod[n]
+		slices.Sort(names)
+		for _, name := range names {
+			if n < MethodAES128 {
+				name += " (= " + strconv.Itoa(n) + ")"
+			}
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// NameOf is how nsca.cfg writes method m: stock's number, or this project's
+// name for the methods it adds.
+func NameOf(m Method) string {
+	if m.Native {
+		return m.Name
+	}
+	return strconv.Itoa(m.Number)
 }
 
 // UsableMethods returns the methods a client can actually use, in number

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"nsca_fast/stages/codec"
 	"nsca_fast/stages/emit/dialect"
 )
 
@@ -85,9 +86,11 @@ var options = []option{
 			"(trailing blanks included). Empty: the key is all zero bytes."},
 	{name: "decryption_method", def: "1", origin: originStock,
 		kind: field[int]{ptr: func(c *Config) *int { return &c.DecryptionMethod },
-			parse: parseInt, valid: validMethod, format: strconv.Itoa, number: true},
+			parse: parseMethod, valid: validMethod, format: formatMethod, number: true},
 		doc: "Must equal send_nsca's encryption_method: " + methodList() + " (2 and up: libmcrypt in " +
-			"8-bit CFB)."},
+			"8-bit CFB). For NSClient++ write its encryption name instead: " + strings.Join(MethodNames(), ", ") +
+			"; aes128, aes192 and gost (Crypto++'s GOST, not stock's 23) are this project's own, always " +
+			"served natively."},
 	{name: "log_facility", def: "daemon", origin: originStock,
 		kind: text(func(c *Config) *string { return &c.LogFacility }, validFacility),
 		doc:  "Syslog facility: " + strings.Join(facilities, ", ") + ". Stock ignores a bad one; we refuse to start."},
@@ -104,6 +107,13 @@ var options = []option{
 		kind: integer(func(c *Config) *int { return &c.DecryptionMode }, 0, 1, ""),
 		doc: "0: a fresh libmcrypt instance per connection, as stock. 1: one keyed instance per decrypt " +
 			"goroutine, re-aimed at each connection's IV (faster)."},
+	{name: "decryption_engine", def: EngineLibmcrypt, origin: originNew,
+		kind: text(func(c *Config) *string { return &c.DecryptionEngine }, validEngine),
+		doc: "What decrypts decryption_method 2 and up: libmcrypt (through cgo, as stock), native (Go and " +
+			"AES-NI, for 2 des, 3 tripledes and 14 rijndael-128, refusing any other method) or auto (native " +
+			"where there is one, libmcrypt otherwise). At every start the native engine must decrypt exactly " +
+			"what libmcrypt encrypts: native refuses to start otherwise, auto falls back to libmcrypt. A build " +
+			"without libmcrypt (CGO_ENABLED=0) serves 0, 1 and the native methods only."},
 	{name: "nsca_workers", def: "0", origin: originNscaFast,
 		kind: integer(func(c *Config) *int { return &c.Workers }, 0, 100, ""),
 		doc:  "Worker processes sharing the port with SO_REUSEPORT, 0..100. 0: serve in the main process."},
@@ -146,6 +156,14 @@ var options = []option{
 			parse: parseOctal, valid: validMode, format: formatOctal, number: true},
 		doc: "Permission bits, in octal, of the files written into check_result_path. 0600 as stock: the " +
 			"core runs as the same user."},
+	{name: "payload_length", def: "512,4096", origin: originNew,
+		kind: field[[]int]{ptr: func(c *Config) *[]int { return &c.PayloadLengths },
+			parse: parsePayloadLengths, format: formatInts, number: true},
+		doc: "Comma-separated plugin output field lengths accepted (NSClient++'s \"payload length\"), each " +
+			strconv.Itoa(MinPayloadLength) + ".." + strconv.Itoa(MaxPayloadLength) + "; a packet is 208 bytes " +
+			"more. 512 is NSCA 2.7's and NSClient++'s default (720-byte packets), 4096 send_nsca's (4304). The " +
+			"first packet of a connection decides its size (the smallest accepted length whose version and CRC " +
+			"check); all its packets have that size."},
 	{name: "command_file_dialect", def: "nagios", origin: originNew,
 		kind: field[dialect.Dialect]{ptr: func(c *Config) *dialect.Dialect { return &c.CommandFileDialect },
 			parse: parseDialect, format: dialect.Dialect.String},
@@ -418,12 +436,93 @@ func validPassword(s string) error {
 func validMethod(n int) error {
 	m, ok := MethodByNumber(n)
 	if !ok {
-		return fmt.Errorf("is not a decryption method; use one of %s", methodList())
+		return fmt.Errorf("is not a decryption method; use one of %s", methodChoices())
 	}
 	if !m.Usable {
 		return fmt.Errorf("(%s) is unusable: %s; send_nsca cannot use it either", m.Name, m.Why)
 	}
 	return nil
+}
+
+// parseMethod reads decryption_method: a stock number or a name of
+// MethodNames. This project's own methods have internal numbers that the
+// file must not use, so that no number of ours can ever clash with a client's.
+func parseMethod(s string) (int, error) {
+	if m, ok := MethodByName(s); ok {
+		return m.Number, nil
+	}
+	n, err := parseInt(s)
+	if err != nil {
+		return 0, fmt.Errorf("is neither a method number nor a method name; use one of %s", methodChoices())
+	}
+	if m, ok := MethodByNumber(n); ok && m.Native {
+		return 0, fmt.Errorf("is not a decryption method; write its name, %s", m.Name)
+	}
+	return n, nil
+}
+
+// formatMethod writes decryption_method as parseMethod reads it back.
+func formatMethod(n int) string {
+	if m, ok := MethodByNumber(n); ok {
+		return NameOf(m)
+	}
+	return strconv.Itoa(n)
+}
+
+// Values of decryption_engine.
+const (
+	EngineLibmcrypt = "libmcrypt"
+	EngineNative    = "native"
+	EngineAuto      = "auto"
+)
+
+func validEngine(s string) error {
+	switch s {
+	case EngineLibmcrypt, EngineNative, EngineAuto:
+		return nil
+	}
+	return fmt.Errorf("is not a decryption engine; use %s, %s or %s", EngineLibmcrypt, EngineNative, EngineAuto)
+}
+
+// Bounds of payload_length, the wire format's (see codec.MaxPayloadLength).
+const (
+	MinPayloadLength = codec.MinPayloadLength
+	MaxPayloadLength = codec.MaxPayloadLength
+)
+
+// parsePayloadLengths reads payload_length into ascending distinct lengths.
+func parsePayloadLengths(s string) ([]int, error) {
+	var out []int
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.Trim(entry, " \t")
+		n, err := parseInt(entry)
+		switch {
+		case entry == "":
+			return nil, errors.New("has an empty entry; write lengths separated by commas, e.g. 512,4096")
+		case err != nil:
+			return nil, fmt.Errorf("has a bad entry %s: %v", show(entry), err)
+		case n < MinPayloadLength || n > MaxPayloadLength:
+			return nil, fmt.Errorf("has %d, outside %d..%d", n, MinPayloadLength, MaxPayloadLength)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func formatInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+// methodChoices is every valid decryption_method value, for messages.
+func methodChoices() string {
+	return methodList() + ", or a name: " + strings.Join(MethodNames(), ", ")
 }
 
 // methodList names the usable methods for messages and documentation.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/golang/glog"
@@ -128,6 +129,7 @@ func run(args []string) int {
 		if err := checkPipeline(cfg); err != nil {
 			return proc.Fail(err)
 		}
+		fmt.Println(describeCipher(cfg))
 		if _, err := proc.ResolveIdentity(cfg.User, cfg.Group); err != nil {
 			return proc.Fail(err)
 		}
@@ -224,6 +226,38 @@ func describe(cfg *conf.Config) string {
 	if strings.TrimSpace(addr) == "" {
 		addr = "all addresses"
 	}
-	return fmt.Sprintf("nsca_fast %s listening on %s port %d, decryption_method=%d (%s), decryption_mode=%d, %d decrypt goroutines",
-		Version, addr, cfg.ServerPort, m.Number, m.Name, cfg.DecryptionMode, stages.Threads(cfg))
+	return fmt.Sprintf("nsca_fast %s listening on %s port %d, decryption_method=%s (%s) by %s, decryption_mode=%d, %d decrypt goroutines, payload_length=%s",
+		Version, addr, cfg.ServerPort, conf.NameOf(m), m.Name, servedBy(cfg), cfg.DecryptionMode, stages.Threads(cfg), payloadLengths(cfg))
+}
+
+// servedBy names the engine that decrypts: the check that ran before the
+// line is written has chosen it, so this only looks it up.
+func servedBy(cfg *conf.Config) string {
+	rep, err := stages.ServeCipher(stages.CipherOf(cfg))
+	switch {
+	case err != nil:
+		return "no engine (" + err.Error() + ")"
+	case rep.Engine == "none" || rep.Engine == "xor":
+		return "nsca_fast itself"
+	}
+	return rep.Engine + " (decryption_engine=" + cfg.DecryptionEngine + ")"
+}
+
+// describeCipher is --check-config's account of the decryption: which engine
+// serves the method and what its self-test found.
+func describeCipher(cfg *conf.Config) string {
+	m := cfg.Method()
+	line := fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s", conf.NameOf(m), m.Name, servedBy(cfg))
+	if rep, err := stages.ServeCipher(stages.CipherOf(cfg)); err == nil && rep.Note != "" {
+		line += ": " + rep.Note
+	}
+	return line + "; payload_length=" + payloadLengths(cfg)
+}
+
+func payloadLengths(cfg *conf.Config) string {
+	parts := make([]string, len(cfg.PayloadLengths))
+	for i, n := range cfg.PayloadLengths {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
 }

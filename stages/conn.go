@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"nsca_fast/cgo/mcrypt"
+	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 )
 
@@ -34,11 +34,12 @@ type Conn struct {
 	windowBytes    uint64 // bytesRead when it began
 
 	// Decrypt stage.
-	packetSize int    // 0 until the first packet decides it, then 720 or 4304
+	packetSize int    // 0 until the first packet decides it, then one of the accepted sizes
 	cur        []byte // the packet being assembled, decrypted as it arrives
 	curN       int
-	register   []byte         // decryption_mode=1: last iv_size bytes of ciphertext
-	module     *mcrypt.Module // decryption_mode=0: this connection's own instance
+	stream     cipher.State // the CFB register of methods 2 and up, running across packets
+	streaming  bool         // stream has been started with the IV
+	key        cipher.Key   // decryption_mode=0: this connection's own key schedule
 	cipherErr  error
 	discard    bool // the first packet had a wrong version: ignore the rest
 
@@ -110,8 +111,33 @@ func putChunk(b []byte) {
 	}
 	chunkPool.Put(&b)
 }
-func getPacketBuf() []byte { return *(packetPool.Get().(*[]byte)) }
+
+// largePacketPools hold the buffers for packets longer than send_nsca's
+// (payload_length above 4096), one pool per size, so that such packets are
+// not allocated one by one either.
+var largePacketPools sync.Map // int (capacity) → *sync.Pool
+
+// getPacketBuf returns a buffer for a packet of n bytes, n bytes long or
+// longer.
+func getPacketBuf(n int) []byte {
+	if n <= codec.Size {
+		return *(packetPool.Get().(*[]byte))
+	}
+	pool, ok := largePacketPools.Load(n)
+	if !ok {
+		pool, _ = largePacketPools.LoadOrStore(n, &sync.Pool{New: func() any { b := make([]byte, n); return &b }})
+	}
+	return *(pool.(*sync.Pool).Get().(*[]byte))
+}
+
+// putPacketBuf returns a buffer from getPacketBuf, by its capacity.
 func putPacketBuf(b []byte) {
 	b = b[:cap(b)]
-	packetPool.Put(&b)
+	if cap(b) == codec.Size {
+		packetPool.Put(&b)
+		return
+	}
+	if pool, ok := largePacketPools.Load(cap(b)); ok {
+		pool.(*sync.Pool).Put(&b)
+	}
 }

@@ -2,12 +2,18 @@ package stages
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
-	"nsca_fast/cgo/mcrypt"
+	"github.com/golang/glog"
+
+	"nsca_fast/conf"
+	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 )
@@ -24,74 +30,222 @@ type DecryptConfig struct {
 }
 
 // CipherConfig says how clients encrypt, from decryption_method,
-// decryption_mode and password.
+// decryption_mode, decryption_engine, payload_length and password.
 type CipherConfig struct {
-	Method    int    // 0 none, 1 XOR, 2..26 libmcrypt
-	Algorithm string // libmcrypt name for methods 2..26
+	Method    int    // 0 none, 1 XOR, 2..26 libmcrypt's, conf.MethodAES128 and up this project's
+	Algorithm string // libmcrypt name for methods 2..26, this project's name for its own
 	Password  []byte
-	// PerConnection is decryption_mode=0: a fresh libmcrypt instance, opened
-	// and keyed for each connection, as stock does. Otherwise each decrypt
-	// goroutine keys one instance at start and only sets the CFB register
-	// per connection and packet.
+	// PerConnection is decryption_mode=0: a fresh key schedule for each
+	// connection, as stock does. Otherwise each decrypt goroutine keys once
+	// at start and only starts a new CFB register per connection.
 	PerConnection bool
+	// Engine is decryption_engine: cipher.EngineLibmcrypt (also for ""),
+	// cipher.EngineNative or cipher.EngineAuto.
+	Engine string
+	// NativeOnly marks this project's methods (conf.Method.Native), which
+	// only a native engine serves, whatever Engine says.
+	NativeOnly bool
+	// PayloadLengths are payload_length, ascending; nil means 512 and 4096.
+	PayloadLengths []int
 }
 
-func (c CipherConfig) usesMcrypt() bool { return c.Method >= 2 }
+// packetSizes are the data packet sizes c accepts, ascending.
+func (c CipherConfig) packetSizes() []int {
+	lengths := c.PayloadLengths
+	if len(lengths) == 0 {
+		lengths = []int{codec.LegacyMaxOutputLength, codec.MaxOutputLength}
+	}
+	sizes := make([]int, len(lengths))
+	for i, l := range lengths {
+		sizes[i] = codec.SizeOf(l)
+	}
+	slices.Sort(sizes)
+	return slices.Compact(sizes)
+}
 
-// CheckCipher opens and keys the configured algorithm once, so that a method
-// libmcrypt cannot open refuses to start instead of failing every client.
-func CheckCipher(c CipherConfig) error {
-	if !c.usesMcrypt() {
-		return nil
+// CipherReport says what serves the configured method.
+type CipherReport struct {
+	// Engine is "none" or "xor" for methods 0 and 1, else the Kind of the
+	// engine that serves: cipher.EngineNative or cipher.EngineLibmcrypt.
+	Engine string
+	// Note is the self-test's account, or why another engine serves than
+	// the one asked for; empty for methods 0 and 1.
+	Note string
+}
+
+// served is one preparation of a CipherConfig: the engine chosen after the
+// self-test, kept for the life of the process.
+type served struct {
+	engine cipher.Engine // nil for methods 0 and 1
+	report CipherReport
+	err    error
+}
+
+// preparations remembers every CipherConfig prepared in this process, so
+// that --check-config, a server's start, the start-up line and a reload
+// with the same settings run the self-test (and log it) once, and all agree
+// on the engine a failed self-test made auto fall back from.
+var preparations struct {
+	sync.Mutex
+	m map[[sha256.Size]byte]*served
+}
+
+// prepareKey identifies the settings that choose and key an engine; the
+// password enters only hashed.
+func (c CipherConfig) prepareKey() [sha256.Size]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%t\x00", c.Method, c.Algorithm, c.Engine, c.NativeOnly)
+	h.Write(c.Password)
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// prepare returns the engine for c, choosing and self-testing it the first
+// time c is seen in this process.
+func prepare(c CipherConfig) *served {
+	preparations.Lock()
+	defer preparations.Unlock()
+	key := c.prepareKey()
+	if p, ok := preparations.m[key]; ok {
+		return p
 	}
-	m, err := mcrypt.Open(c.Algorithm)
+	p := choose(c)
+	if preparations.m == nil {
+		preparations.m = map[[sha256.Size]byte]*served{}
+	}
+	preparations.m[key] = p
+	return p
+}
+
+// choose builds the engine decryption_engine asks for and, for a native
+// one, proves it against libmcrypt before anything is served with it.
+func choose(c CipherConfig) *served {
+	switch c.Method {
+	case 0:
+		return &served{report: CipherReport{Engine: "none"}}
+	case 1:
+		return &served{report: CipherReport{Engine: "xor"}}
+	}
+	label := fmt.Sprintf("decryption_method=%s (%s)", methodName(c), c.Algorithm)
+	if c.NativeOnly {
+		e, err := newOwnEngine(c)
+		if err != nil {
+			return &served{err: fmt.Errorf("%w: %w", ErrCipher, err)}
+		}
+		return &served{engine: e, report: CipherReport{Engine: e.Kind(),
+			Note: "nsca_fast's own method, which libmcrypt has no equal of: always native, whatever decryption_engine says"}}
+	}
+	asked := c.Engine
+	if asked == "" {
+		asked = cipher.EngineLibmcrypt
+	}
+	if asked == cipher.EngineLibmcrypt && !cipher.HasLibmcrypt() && cipher.HasNative(c.Method) {
+		// A build without libmcrypt exists to serve the native methods;
+		// refusing them under the default engine would serve nobody.
+		glog.Warningf("decrypt: decryption_engine=libmcrypt, but this nsca_fast was built without libmcrypt: serving %s natively", label)
+		asked = cipher.EngineNative
+	}
+	e, err := cipher.New(asked, c.Method, c.Algorithm, c.Password)
 	if err != nil {
-		return fmt.Errorf("%w: decryption_method=%d (%s): %w", ErrCipher, c.Method, c.Algorithm, err)
+		return &served{err: fmt.Errorf("%w: decryption_engine=%s: %w", ErrCipher, asked, err)}
 	}
-	defer m.Close()
-	if err := m.Init(c.Password, make([]byte, codec.IVSize)); err != nil {
-		return fmt.Errorf("%w: decryption_method=%d (%s): %w", ErrCipher, c.Method, c.Algorithm, err)
+	if e.Kind() != cipher.EngineNative {
+		return &served{engine: e, report: CipherReport{Engine: e.Kind(), Note: "as stock"}}
 	}
-	return nil
+	rep, err := cipher.SelfTest(e)
+	switch {
+	case err == nil && rep.Skipped:
+		glog.Warningf("decrypt: %s", rep)
+	case err == nil:
+		glog.Infof("decrypt: native %s: %s", label, rep)
+	case asked == cipher.EngineNative:
+		return &served{err: fmt.Errorf("%w: decryption_engine=native refused: %w", ErrCipher, err)}
+	default:
+		glog.Warningf("decrypt: decryption_engine=auto: %v; serving %s with libmcrypt instead", err, label)
+		lm, lerr := cipher.New(cipher.EngineLibmcrypt, c.Method, c.Algorithm, c.Password)
+		if lerr != nil {
+			return &served{err: fmt.Errorf("%w: decryption_engine=auto: the native engine failed its self-test (%w), and libmcrypt cannot serve either: %w", ErrCipher, err, lerr)}
+		}
+		return &served{engine: lm, report: CipherReport{Engine: lm.Kind(), Note: "auto fell back: the native engine failed its self-test"}}
+	}
+	return &served{engine: e, report: CipherReport{Engine: e.Kind(), Note: rep.String()}}
+}
+
+// newOwnEngine builds the native engine of one of this project's methods.
+func newOwnEngine(c CipherConfig) (cipher.Engine, error) {
+	switch c.Method {
+	case conf.MethodAES128:
+		return cipher.NewNativeAES(16, c.Method, c.Algorithm, c.Password)
+	case conf.MethodAES192:
+		return cipher.NewNativeAES(24, c.Method, c.Algorithm, c.Password)
+	case conf.MethodGOST:
+		return cipher.NewNativeGOST(c.Method, c.Algorithm, c.Password)
+	}
+	return nil, fmt.Errorf("%w: decryption_method=%d (%s) is no method of nsca_fast's own", cipher.ErrMethod, c.Method, c.Algorithm)
+}
+
+// methodName is how nsca.cfg writes c's method.
+func methodName(c CipherConfig) string {
+	if c.NativeOnly {
+		return c.Algorithm
+	}
+	return fmt.Sprint(c.Method)
+}
+
+// ServeCipher chooses the engine that serves c, as the decrypt stage will:
+// at the first call for these settings in this process it builds the engine
+// and self-tests a native one (refusing decryption_engine=native, falling
+// back under auto, on any difference from libmcrypt); later calls return
+// the same answer.
+func ServeCipher(c CipherConfig) (CipherReport, error) {
+	p := prepare(c)
+	return p.report, p.err
+}
+
+// CheckCipher refuses a method the configured engine cannot serve (one
+// libmcrypt cannot open, one without a native engine under
+// decryption_engine=native, libmcrypt's in a build without it), so that the
+// daemon refuses to start instead of failing every client.
+func CheckCipher(c CipherConfig) error {
+	_, err := ServeCipher(c)
+	return err
 }
 
 // decrypter is one decrypt goroutine's state.
 type decrypter struct {
 	cfg    CipherConfig
 	xor    *codec.XORKey
-	shared *mcrypt.Module // decryption_mode=1: keyed once, register set per use
-	ivSize int
+	engine cipher.Engine // nil for methods 0 and 1
+	shared cipher.Key    // decryption_mode=1: keyed once for all this goroutine's connections
+	sizes  []int         // accepted packet sizes, ascending
 	stats  *counters.Stats
 	log    *counters.RateLog
 }
 
 // StartDecrypt runs n decrypt goroutines. Connections are sharded over them,
 // so each connection's bytes are framed and decrypted in order by one
-// goroutine. Framing lives here because the packet size (720 or 4304) can
-// only be decided by decrypting the first packet. out is closed when all
-// goroutines are done.
+// goroutine. Framing lives here because the packet size (one of
+// payload_length's) can only be decided by decrypting the first packet. out
+// is closed when all goroutines are done.
 func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg DecryptConfig, env Env) error {
 	n, depth, cfg := max(dcfg.Goroutines, 1), dcfg.Depth, dcfg.Cipher
 	stats, log := env.Stats, env.Log
+	p := prepare(cfg)
+	if p.err != nil {
+		return p.err
+	}
+	sizes := cfg.packetSizes()
 	ds := make([]*decrypter, n)
 	for i := range ds {
-		d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password)}
-		if cfg.usesMcrypt() {
-			m, err := mcrypt.Open(cfg.Algorithm)
+		d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password), engine: p.engine, sizes: sizes}
+		if d.engine != nil && !cfg.PerConnection {
+			k, err := d.engine.NewKey()
 			if err != nil {
 				closeDecrypters(ds)
 				return fmt.Errorf("%w: %w", ErrCipher, err)
 			}
-			d.ivSize = m.IVSize()
-			if cfg.PerConnection {
-				m.Close()
-			} else if err := m.Init(cfg.Password, make([]byte, codec.IVSize)); err != nil {
-				m.Close()
-				closeDecrypters(ds)
-				return fmt.Errorf("%w: %w", ErrCipher, err)
-			} else {
-				d.shared = m
-			}
+			d.shared = k
 		}
 		ds[i] = d
 	}
@@ -123,37 +277,49 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 	}
 }
 
-// feed decrypts buf into the connection's current packet and sends every
-// packet it completes. The first 720 bytes of a connection are checked on
-// their own: a valid version-3 packet with a matching CRC there is a legacy
-// (NSCA 2.7) client, and all its packets are 720 bytes; otherwise they are
-// 4304. CFB decrypts a prefix the same way as the whole, so nothing is
-// decrypted twice.
+// feed decrypts buf (a whole chunk, in place, with one Decrypt call) and
+// frames the plaintext into the connection's packets, sending every packet
+// it completes. Until the first packet has decided the connection's packet
+// size, every accepted size is tried in increasing order as soon as that
+// many bytes are in: the first whose prefix is a valid version-3 packet with
+// a matching CRC is the size (720 for an NSCA 2.7 client, 4304 for
+// send_nsca, others for NSClient++'s payload lengths), else the largest.
+// CFB decrypts a prefix the same way as the whole, so nothing is decrypted
+// twice.
 func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) {
+	if c.discard {
+		return
+	}
+	if d.engine != nil {
+		start := time.Now()
+		d.decrypt(c, buf)
+		d.stats.DecryptNanos.Add(uint64(time.Since(start)))
+	}
 	for len(buf) > 0 && !c.discard {
 		if c.cur == nil {
-			c.cur = getPacketBuf()
+			c.cur = getPacketBuf(d.bufferSize(c))
 		}
 		target := c.packetSize
 		if target == 0 {
-			target = codec.LegacySize
-			if c.curN >= codec.LegacySize {
-				target = codec.Size
-			}
+			target = d.nextSize(c.curN)
 		}
 		n := min(target-c.curN, len(buf))
-		start := time.Now()
-		if err := d.decrypt(c, c.cur[c.curN:c.curN+n], buf[:n]); err != nil {
-			c.cipherErr = err
+		seg := c.cur[c.curN : c.curN+n]
+		copy(seg, buf[:n])
+		if d.cfg.Method == 1 {
+			d.xor.Apply(seg, c.IV[:], c.curN) // XOR restarts with every packet
 		}
-		d.stats.DecryptNanos.Add(uint64(time.Since(start)))
 		c.curN += n
 		buf = buf[n:]
 		if c.curN < target {
 			return
 		}
 		if c.packetSize == 0 {
-			c.packetSize = d.decideSize(c.cur[:codec.LegacySize])
+			size, decided := d.decideSize(c.cur[:c.curN])
+			if !decided {
+				continue
+			}
+			c.packetSize = size
 			// A wrong version at the start means a wrong password or method:
 			// validation rejects that first packet, and the rest of the
 			// stream cannot be framed into checks, so it is not counted as
@@ -171,62 +337,65 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 	}
 }
 
-// decideSize looks at the decrypted first 720 bytes of a connection. A
-// legacy packet passes Check at 720 bytes. A packet whose version is wrong
-// is wrong at any size, so it is passed on at 720 bytes too, to be rejected
-// at once with its real reason instead of waiting for bytes that a client
-// with the wrong password or a 720-byte client will never send.
-func (d *decrypter) decideSize(first []byte) int {
-	if codec.Valid(first) || int16(binary.BigEndian.Uint16(first)) != codec.Version {
-		return codec.LegacySize
+// bufferSize is the packet buffer c needs: its packet size once decided,
+// before that the largest accepted size.
+func (d *decrypter) bufferSize(c *Conn) int {
+	if c.packetSize != 0 {
+		return c.packetSize
 	}
-	return codec.Size
+	return d.sizes[len(d.sizes)-1]
 }
 
-// decrypt writes the plaintext of src, which continues the connection's
-// current packet at offset c.curN, into dst.
-func (d *decrypter) decrypt(c *Conn, dst, src []byte) error {
-	copy(dst, src)
-	switch {
-	case d.cfg.Method == 0:
-		return nil
-	case d.cfg.Method == 1:
-		d.xor.Apply(dst, c.IV[:], c.curN)
-		return nil
-	case d.cfg.PerConnection:
-		if c.module == nil {
-			if c.cipherErr != nil {
-				return c.cipherErr
-			}
-			m, err := mcrypt.Open(d.cfg.Algorithm)
-			if err != nil {
-				return err
-			}
-			iv := c.IV // cgo may not be handed memory inside Conn, which holds Go pointers
-			if err := m.Init(d.cfg.Password, iv[:]); err != nil {
-				m.Close()
-				return err
-			}
-			c.module = m
+// nextSize is the smallest accepted size above n bytes, the next point at
+// which an undecided connection's first packet is tried.
+func (d *decrypter) nextSize(n int) int {
+	for _, s := range d.sizes {
+		if s > n {
+			return s
 		}
-		c.module.Decrypt(dst)
-		return nil
-	default:
-		if c.register == nil {
-			c.register = make([]byte, d.ivSize)
-			copy(c.register, c.IV[:])
-		}
-		d.shared.DecryptFrom(c.register, dst)
-		// The CFB register before the next byte is the last iv_size bytes of
-		// the ciphertext so far.
-		if len(src) >= d.ivSize {
-			copy(c.register, src[len(src)-d.ivSize:])
-		} else {
-			copy(c.register, c.register[len(src):])
-			copy(c.register[d.ivSize-len(src):], src)
-		}
-		return nil
 	}
+	return d.sizes[len(d.sizes)-1]
+}
+
+// decideSize looks at the decrypted first bytes of a connection, as many as
+// one of the accepted sizes. A packet of that size passes Valid. A packet
+// whose version is wrong is wrong at any size, so it is passed on at the
+// smallest size, to be rejected at once with its real reason instead of
+// waiting for bytes that a client with the wrong password or a short-packet
+// client will never send. At the largest size the packet is passed on as it
+// is, for validation to reject.
+func (d *decrypter) decideSize(first []byte) (size int, decided bool) {
+	n := len(first)
+	if codec.Valid(first) || int16(binary.BigEndian.Uint16(first)) != codec.Version || n >= d.sizes[len(d.sizes)-1] {
+		return n, true
+	}
+	return 0, false
+}
+
+// decrypt decrypts buf in place as the continuation of c's stream, with
+// c's own key in decryption_mode 0 (made at its first bytes) or the
+// goroutine's in mode 1. If no key can be made, buf stays as it is and the
+// error is kept for validation to report with the packet it spoils.
+func (d *decrypter) decrypt(c *Conn, buf []byte) {
+	k := d.shared
+	if d.cfg.PerConnection {
+		if c.key == nil {
+			if c.cipherErr != nil {
+				return
+			}
+			var err error
+			if c.key, err = d.engine.NewKey(); err != nil {
+				c.cipherErr = err
+				return
+			}
+		}
+		k = c.key
+	}
+	if !c.streaming {
+		c.stream.Start(d.engine, c.IV[:])
+		c.streaming = true
+	}
+	k.Decrypt(&c.stream, buf)
 }
 
 // finish handles the end of a connection. A packet left incomplete is a
@@ -254,7 +423,7 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		d.stats.Received.Add(1)
 		size := c.packetSize
 		if size == 0 {
-			size = codec.LegacySize
+			size = d.sizes[0]
 		}
 		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.curN, Want: size, Why: why}})
 	}
@@ -262,8 +431,8 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		putPacketBuf(c.cur)
 		c.cur = nil
 	}
-	if c.module != nil {
-		c.module.Close()
-		c.module = nil
+	if c.key != nil {
+		c.key.Close()
+		c.key = nil
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"nsca_fast/cgo/mcrypt"
 	"nsca_fast/conf"
 	"nsca_fast/src/proc"
+	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 )
@@ -843,56 +844,61 @@ func inSubprocess(t *testing.T) bool {
 	return true
 }
 
-// decryption_mode=0 keys a fresh libmcrypt module per connection with the
-// connection's IV. The IV must be handed to C in memory that holds no Go
-// pointers, or the cgo pointer check panics and takes the daemon down.
-func TestDecryptPerConnectionMcrypt(t *testing.T) {
+// decryption_mode=0 keys a fresh key per connection and starts its register
+// from the connection's IV. With libmcrypt the IV and the buffers must be
+// handed to C in memory that holds no Go pointers, or the cgo pointer check
+// panics and takes the daemon down; the native engine must agree.
+func TestDecryptPerConnection(t *testing.T) {
 	for _, alg := range []string{"tripledes", "rijndael-128"} {
-		t.Run(alg, func(t *testing.T) {
-			cfg := CipherConfig{Method: 3, Algorithm: alg, Password: []byte(testPassword), PerConnection: true}
-			if alg == "rijndael-128" {
-				cfg.Method = 14
-			}
-			if err := CheckCipher(cfg); err != nil {
-				t.Fatal(err)
-			}
-			// A Conn as the pipeline has it: on the heap, with its pointers set.
-			c := &Conn{ID: 1, reader: &reader{}, cur: getPacketBuf()}
-			for i := range c.IV {
-				c.IV[i] = byte(i * 7)
-			}
-			plain := make([]byte, codec.Size)
-			codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Service: "s", Output: "per-connection"})
-			enc, err := mcrypt.Open(alg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer enc.Close()
-			if err := enc.Init([]byte(testPassword), bytes.Clone(c.IV[:])); err != nil {
-				t.Fatal(err)
-			}
-			ct := bytes.Clone(plain)
-			enc.Encrypt(ct)
-
-			d := &decrypter{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(time.Second, 5)}
-			dst := make([]byte, codec.Size)
-			func() {
-				defer func() {
-					if r := recover(); r != nil {
-						t.Fatalf("decrypter.decrypt (decryption_mode=0, %s) panicked: %v", alg, r)
-					}
-				}()
-				if err := d.decrypt(c, dst, ct); err != nil {
-					t.Fatalf("decrypt: %v", err)
+		for _, engine := range []string{cipher.EngineLibmcrypt, cipher.EngineNative} {
+			t.Run(alg+"/"+engine, func(t *testing.T) {
+				cfg := CipherConfig{Method: 3, Algorithm: alg, Password: []byte(testPassword), PerConnection: true, Engine: engine}
+				if alg == "rijndael-128" {
+					cfg.Method = 14
 				}
-			}()
-			if c.module != nil {
-				defer c.module.Close()
-			}
-			if !bytes.Equal(dst, plain) {
-				t.Errorf("decrypted packet differs from the plaintext")
-			}
-		})
+				p := prepare(cfg)
+				if p.err != nil {
+					t.Fatal(p.err)
+				}
+				// A Conn as the pipeline has it: on the heap, with its pointers set.
+				c := &Conn{ID: 1, reader: &reader{}}
+				for i := range c.IV {
+					c.IV[i] = byte(i * 7)
+				}
+				plain := make([]byte, codec.Size)
+				codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Service: "s", Output: "per-connection"})
+				enc, err := mcrypt.Open(alg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer enc.Close()
+				if err := enc.Init([]byte(testPassword), bytes.Clone(c.IV[:])); err != nil {
+					t.Fatal(err)
+				}
+				buf := getChunk()[:codec.Size]
+				copy(buf, plain)
+				enc.Encrypt(buf)
+
+				d := &decrypter{cfg: cfg, engine: p.engine, sizes: cfg.packetSizes(), stats: counters.NewStats(), log: counters.NewRateLog(time.Second, 5)}
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							t.Fatalf("decrypter.decrypt (decryption_mode=0, %s, %s) panicked: %v", alg, engine, r)
+						}
+					}()
+					d.decrypt(c, buf)
+				}()
+				if c.key != nil {
+					defer c.key.Close()
+				}
+				if c.cipherErr != nil {
+					t.Fatal(c.cipherErr)
+				}
+				if !bytes.Equal(buf, plain) {
+					t.Errorf("decrypted packet differs from the plaintext")
+				}
+			})
+		}
 	}
 }
 

@@ -85,10 +85,13 @@ func MaxConnections(cfg *conf.Config, nofile uint64) int {
 func CipherOf(cfg *conf.Config) CipherConfig {
 	m := cfg.Method()
 	return CipherConfig{
-		Method:        m.Number,
-		Algorithm:     m.Name,
-		Password:      []byte(cfg.Password),
-		PerConnection: cfg.DecryptionMode == 0,
+		Method:         m.Number,
+		Algorithm:      m.Name,
+		Password:       []byte(cfg.Password),
+		PerConnection:  cfg.DecryptionMode == 0,
+		Engine:         cfg.DecryptionEngine,
+		NativeOnly:     m.Native,
+		PayloadLengths: cfg.PayloadLengths,
 	}
 }
 

@@ -103,42 +103,26 @@ var nscpMatrix = []nscpCase{
 	{nscp: "blowfish", method: "8"},
 	{nscp: "twofish", method: "9"},
 	{nscp: "rc2", method: "11"},
-	{nscp: "aes128", method: "aes128", pending: pendingAES128},
-	{nscp: "rijndael128", method: "aes128", pending: pendingAES128},
-	{nscp: "14", method: "aes128", pending: pendingAES128}, // NSCP's 14 is AES-128, stock's 14 AES-256
-	{nscp: "aes192", method: "aes192", pending: pendingAES192},
-	{nscp: "rijndael192", method: "aes192", pending: pendingAES192},
-	{nscp: "15", method: "aes192", pending: pendingAES192}, // stock's 15 is Rijndael with 192-bit blocks
+	{nscp: "aes128", method: "aes128"},
+	{nscp: "rijndael128", method: "aes128"},
+	{nscp: "14", method: "aes128"}, // NSCP's 14 is AES-128, stock's 14 AES-256
+	{nscp: "aes192", method: "aes192"},
+	{nscp: "rijndael192", method: "aes192"},
+	{nscp: "15", method: "aes192"}, // stock's 15 is Rijndael with 192-bit blocks
 	{nscp: "aes", method: "14"},
 	{nscp: "aes256", method: "14"},
 	{nscp: "rijndael256", method: "14"},
 	{nscp: "16", method: "14"}, // stock's 16 is Rijndael with 256-bit blocks
 	{nscp: "serpent", method: "20"},
-	{nscp: "gost", method: "gost", pending: pendingGOST},
+	// Crypto++'s GOST (GOST R 34.11-94 test S-boxes), not libmcrypt's 23.
+	{nscp: "gost", method: "gost"},
 	{nscp: "3way", method: "", why: "libmcrypt cannot open threeway in 8-bit CFB (stock 7), and NSCP itself does not list it"},
 }
 
-// Server methods the matrix needs that do not exist yet.
-const (
-	pendingAES128 = "decryption_method=aes128 (AES, 16-byte key, 8-bit CFB)"
-	pendingAES192 = "decryption_method=aes192 (AES, 24-byte key, 8-bit CFB)"
-	// Stock's 23 (libmcrypt gost) uses the DES-derived S-boxes of the
-	// listing in Applied Cryptography; Crypto++'s GOST, which NSCP uses,
-	// the S-boxes of GOST R 34.11-94's test parameter set (p. 333).
-	pendingGOST = "decryption_method=gost (GOST 28147-89 with Crypto++'s S-boxes, 32-byte key, 8-bit CFB)"
-)
-
-// nscpPayloads are the payload lengths the matrix is checked with; the
-// daemon accepts 512 and 4096 (720- and 4304-byte packets) today.
-var nscpPayloads = []struct {
-	length  int
-	pending string
-}{
-	{512, ""},
-	{1024, "payload_length option (1024-byte payloads: 1232-byte packets)"},
-	{4096, ""},
-	{8192, "payload_length option (8192-byte payloads: 8400-byte packets)"},
-}
+// nscpPayloads are the payload lengths the matrix is checked with: 512 and
+// 4096 (720- and 4304-byte packets) are accepted by default, the others
+// with payload_length.
+var nscpPayloads = []int{512, 1024, 4096, 8192}
 
 // nscpChecks are the results each matrix cell sends on one connection: a
 // service check, a host check, multi-line output with a Windows path, and
@@ -171,7 +155,7 @@ func TestNSCPMatrix(t *testing.T) {
 	for _, c := range nscpMatrix {
 		for _, pl := range nscpPayloads {
 			for _, pw := range passwords {
-				name := fmt.Sprintf("%s/payload=%d/%s", c.nscp, pl.length, pw.name)
+				name := fmt.Sprintf("%s/payload=%d/%s", c.nscp, pl, pw.name)
 				t.Run(name, func(t *testing.T) {
 					if c.method == "" {
 						t.Skipf("NSCP %s: no server method decrypts it: %s", c.nscp, c.why)
@@ -179,20 +163,17 @@ func TestNSCPMatrix(t *testing.T) {
 					if c.pending != "" {
 						t.Skipf("waiting for %s", c.pending)
 					}
-					if pl.pending != "" {
-						t.Skipf("waiting for %s", pl.pending)
-					}
 					t.Parallel()
 					cfg := Config{"decryption_method": c.method, "password": pw.pw}
-					if pl.length != 512 && pl.length != 4096 {
-						cfg["payload_length"] = strconv.Itoa(pl.length)
+					if pl != 512 && pl != 4096 {
+						cfg["payload_length"] = strconv.Itoa(pl)
 					}
 					cmd := commandFile(t, t.TempDir())
 					d := startDaemon(t, merge(Config{"command_file": cmd, "append_to_file": "1"}, cfg))
-					tag := fmt.Sprintf("%s-%d-%s", c.nscp, pl.length, pw.name)
-					rs, want := nscpChecks(tag, pl.length)
+					tag := fmt.Sprintf("%s-%d-%s", c.nscp, pl, pw.name)
+					rs, want := nscpChecks(tag, pl)
 					lo := now()
-					if out, err := nscpSend(t, bin, d.Port, c.nscp, pw.pw, pl.length, 0, rs); err != nil {
+					if out, err := nscpSend(t, bin, d.Port, c.nscp, pw.pw, pl, 0, rs); err != nil {
 						t.Fatalf("nscp_client: %v\n%s", err, out)
 					}
 					deliverAll(t, d, cmd, lo, want)

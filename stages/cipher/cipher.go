@@ -131,3 +131,6 @@ func New(engine string, method int, algorithm string, password []byte) (Engine, 
 func methodLabel(method int, algorithm string) string {
 	return fmt.Sprintf("decryption_method=%d (%s)", method, algorithm)
 }
+
+// HasLibmcrypt says whether this build has libmcrypt (was built with cgo).
+func HasLibmcrypt() bool { return haveCgo }

@@ -43,6 +43,20 @@ const (
 	MaxOutputLength = 4096
 	// LegacyMaxOutputLength is the plugin_output field of a 720-byte packet, NUL included.
 	LegacyMaxOutputLength = 512
+
+	// Overhead is what a data packet holds besides plugin_output: the
+	// fields before it and the 2 bytes of padding after it. NSClient++
+	// makes packets of Overhead + its "payload length" bytes.
+	Overhead = offOutput + 2
+	// MinPayloadLength is the shortest plugin_output field accepted: NSCA
+	// 2.7's, the default of NSClient++.
+	MinPayloadLength = LegacyMaxOutputLength
+	// MaxPayloadLength is the longest plugin_output field accepted. It bounds
+	// a connection's packet buffer at 64 KiB; no monitoring core takes longer
+	// outputs through its command file anyway.
+	MaxPayloadLength = 65536
+	// MaxSize is the longest data packet, Overhead + MaxPayloadLength.
+	MaxSize = Overhead + MaxPayloadLength
 )
 
 // Sentinel errors for packets that fail validation. Each names a reason an
@@ -50,16 +64,19 @@ const (
 var (
 	ErrVersion = errors.New("packet: bad version (wrong password or encryption method?)")
 	ErrCRC     = errors.New("packet: bad crc32 (wrong password or encryption method?)")
-	ErrSize    = errors.New("packet: size is neither 720 nor 4304 bytes")
+	ErrSize    = errors.New("packet: size outside 720..65744 bytes")
 )
 
-// OutputLength returns the plugin_output field length for a packet of size n.
-func OutputLength(n int) int {
-	if n == LegacySize {
-		return LegacyMaxOutputLength
-	}
-	return MaxOutputLength
-}
+// OutputLength returns the plugin_output field length (the payload length)
+// of a packet of n bytes.
+func OutputLength(n int) int { return n - Overhead }
+
+// SizeOf returns the packet size for a payload length.
+func SizeOf(payload int) int { return Overhead + payload }
+
+// ValidSize reports whether n is the size of a packet whose payload length
+// lies in MinPayloadLength..MaxPayloadLength (720 and 4304 among them).
+func ValidSize(n int) bool { return n >= SizeOf(MinPayloadLength) && n <= MaxSize }
 
 // CRC computes the packet checksum send_nsca sends: CRC-32 (IEEE) over the
 // whole packet with the crc field taken as zero. The packet is not modified.
@@ -70,18 +87,18 @@ func CRC(pkt []byte) uint32 {
 	return crc32.Update(c, crc32.IEEETable, pkt[offCRC+4:])
 }
 
-// Valid reports whether a decrypted packet of 720 or 4304 bytes has version
-// 3 and a matching CRC. It is Check without the error, for the probe that
-// tells legacy clients apart on every connection.
+// Valid reports whether a decrypted packet of a valid size has version 3 and
+// a matching CRC. It is Check without the error, for the probe that decides
+// the packet size of every connection.
 func Valid(pkt []byte) bool {
-	return (len(pkt) == Size || len(pkt) == LegacySize) &&
+	return ValidSize(len(pkt)) &&
 		int16(binary.BigEndian.Uint16(pkt[offVersion:])) == Version &&
 		binary.BigEndian.Uint32(pkt[offCRC:]) == CRC(pkt)
 }
 
-// Check verifies version and CRC of a decrypted packet of 720 or 4304 bytes.
+// Check verifies size, version and CRC of a decrypted packet.
 func Check(pkt []byte) error {
-	if len(pkt) != Size && len(pkt) != LegacySize {
+	if !ValidSize(len(pkt)) {
 		return fmt.Errorf("%w: %d", ErrSize, len(pkt))
 	}
 	if v := int16(binary.BigEndian.Uint16(pkt[offVersion:])); v != Version {
@@ -140,7 +157,7 @@ func cutLine(s string) string {
 	return s
 }
 
-// Encode writes r into pkt (720 or 4304 bytes) as send_nsca does: fields at
+// Encode writes r into pkt (of a valid size) as send_nsca does: fields at
 // their offsets, NUL-terminated and truncated to fit, then the CRC. Bytes
 // after each NUL are left as they are, so a caller that fills pkt with
 // random bytes first gets send_nsca's noise.

@@ -170,11 +170,29 @@ func TestCheck(t *testing.T) {
 	}
 
 	// Wrong sizes, including a valid packet truncated or extended.
-	for _, n := range []int{0, 1, 4, 719, 721, 1000, 4303, 4305, 8608} {
+	for _, n := range []int{0, 1, 4, 719, MaxSize + 1} {
 		buf := make([]byte, n)
 		copy(buf, good)
 		if err := Check(buf); !errors.Is(err, ErrSize) {
 			t.Errorf("size %d: got %v, want ErrSize", n, err)
+		}
+	}
+	// Other payload lengths are packets of their own size (NSClient++'s
+	// payload length): a 4304-byte packet cut or extended fails its CRC.
+	for _, n := range []int{721, 1000, 4303, 4305, 8608, MaxSize} {
+		buf := make([]byte, n)
+		copy(buf, good)
+		if err := Check(buf); !errors.Is(err, ErrCRC) {
+			t.Errorf("size %d: got %v, want ErrCRC", n, err)
+		}
+	}
+	for _, payload := range []int{MinPayloadLength, 1024, 8192, MaxPayloadLength} {
+		pkt := encoded(t, SizeOf(payload), Result{Timestamp: 1, Host: "h", Output: strings.Repeat("x", payload)})
+		if err := Check(pkt); err != nil {
+			t.Errorf("payload length %d: %v", payload, err)
+		}
+		if r := Decode(pkt); len(r.Output) != payload-1 {
+			t.Errorf("payload length %d: output of %d bytes, want %d", payload, len(r.Output), payload-1)
 		}
 	}
 	if err := Check(good[:LegacySize]); err == nil {
