@@ -263,3 +263,41 @@ func TestNSCPMismatches(t *testing.T) {
 		})
 	}
 }
+
+// TestPayloadLengthsTogether: one daemon with payload_length=512,1024,4096,8192
+// takes NSClient++ clients of every one of those lengths (several packets on
+// each connection) and send_nsca's 4304-byte packets side by side; a payload
+// length it does not list delivers nothing.
+func TestPayloadLengthsTogether(t *testing.T) {
+	bin := buildNSCPClient(t)
+	for _, mode := range []string{"0", "1"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			t.Parallel()
+			cmd := commandFile(t, t.TempDir())
+			d := startDaemon(t, Config{"command_file": cmd, "append_to_file": "1", "decryption_method": "aes",
+				"password": shortPassword, "payload_length": "8192,1024,512,4096", "decryption_mode": mode})
+			var want []string
+			lo := now()
+			for _, pl := range nscpPayloads {
+				rs, w := nscpChecks(fmt.Sprintf("together-%s-%d", mode, pl), pl)
+				if out, err := nscpSend(t, bin, d.Port, "aes", shortPassword, pl, 0, rs); err != nil {
+					t.Fatalf("nscp_client, payload length %d: %v\n%s", pl, err, out)
+				}
+				want = append(want, w...)
+				waitFileLines(t, cmd, len(want)) // separate connections have no order
+			}
+			input, w := threeChecks("together-send_nsca-" + mode)
+			Client{Password: shortPassword, Method: 14}.send(t, d.Port, input, 3)
+			want = append(want, w...)
+			waitFileLines(t, cmd, len(want))
+
+			// 2048 is not listed: the packet fails at every accepted size.
+			rs, _ := nscpChecks("unlisted", 2048)
+			if out, err := nscpSend(t, bin, d.Port, "aes", shortPassword, 2048, 0, rs); err != nil && strings.Contains(err.Error(), "timed out") {
+				t.Fatalf("nscp_client: %v\n%s", err, out)
+			}
+			time.Sleep(300 * time.Millisecond)
+			deliverAll(t, d, cmd, lo, want)
+		})
+	}
+}
