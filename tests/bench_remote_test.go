@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/stages/packet"
-	"nsca_fast/stages/sink"
+	"nsca_fast/stages/codec"
+	"nsca_fast/stages/emit/sink"
 )
 
 // BenchmarkIcinga2Sink measures the Icinga 2 sink posting results into a
@@ -33,7 +33,7 @@ func BenchmarkIcinga2Sink(b *testing.B) {
 		now := time.Now().Unix()
 		for i := range batch {
 			n := done + i
-			batch[i] = sink.Item{Time: now, Result: packet.Result{Host: host.Name, Service: host.Services[n%services],
+			batch[i] = sink.Item{Time: now, Result: codec.Result{Host: host.Name, Service: host.Services[n%services],
 				ReturnCode: int16(n % 4), Output: fmt.Sprintf("bench %d|n=%d", n, n)}}
 		}
 		n, err := s.Write(batch)

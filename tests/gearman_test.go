@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/stages/sink"
+	"nsca_fast/stages/emit/sink"
 )
 
 const gmGearmandPath = "/usr/sbin/gearmand"
