@@ -35,6 +35,13 @@ type AcceptConfig struct {
 	// Allowed to the client address it carries and greets the client.
 	Proxy          bool
 	TrustedProxies []netip.Prefix
+
+	// behind, when set, says the stages after accept cannot take more now
+	// (the read budget is spent, the read stage waits for decrypt, or a
+	// reader has more ready connections than it serves in one round):
+	// no connection is accepted meanwhile, and new clients wait in the
+	// kernel's listen queue, as with stock.
+	behind func() bool
 }
 
 // acceptor is the accept stage: it takes connections off the listening
@@ -135,6 +142,9 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 		return
 	}
 	for !a.stopping.Load() {
+		for a.cfg.behind != nil && a.cfg.behind() && !a.stopping.Load() {
+			time.Sleep(acceptBudgetPoll)
+		}
 		var fd int
 		var sa syscall.Sockaddr
 		var aerr error

@@ -32,6 +32,11 @@ type Conn struct {
 	bytesRead      uint64
 	windowStart    int64  // unix nanoseconds when the current progress window began
 	windowBytes    uint64 // bytesRead when it began
+	// inflight is what was read and not yet consumed by decrypt (see
+	// readBudget); paused is set while the reader does not poll the socket
+	// for want of budget.
+	inflight atomic.Int64
+	paused   atomic.Bool
 
 	// Decrypt stage.
 	packetSize int    // 0 until the first packet decides it, then one of the accepted sizes

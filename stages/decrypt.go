@@ -273,6 +273,9 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 			continue
 		}
 		d.feed(ctx, ch.conn, ch.buf, out)
+		if r := ch.conn.reader; r != nil {
+			r.budget.release(ch.conn, cap(ch.buf))
+		}
 		putChunk(ch.buf)
 	}
 }

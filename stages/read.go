@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang/glog"
@@ -31,6 +32,10 @@ type ReadConfig struct {
 	// Allowed is allowed_hosts, applied here to the client address of a
 	// PROXY header.
 	Allowed []netip.Prefix
+
+	// budget bounds what is read ahead of the decrypt stage; shared with
+	// the accept stage. Nil: StartRead makes its own.
+	budget *readBudget
 }
 
 // minProgress is the least a client must send per Timeout to stay connected.
@@ -45,6 +50,13 @@ type reader struct {
 	log    *counters.RateLog
 	epfd   int
 	wakefd int
+	budget *readBudget
+	// paused are the connections not polled for want of budget; only the
+	// loop goroutine touches it.
+	paused map[*Conn]struct{}
+	// saturated is set while epoll reports more ready connections than the
+	// reader takes in one round.
+	saturated atomic.Bool
 
 	mu       sync.Mutex
 	conns    map[int32]*Conn
@@ -71,6 +83,13 @@ func (c *Conn) requestClose() {
 // wakeLocked interrupts the reader's epoll_wait. It runs under r.mu, so it
 // cannot write to the eventfd after the reader closed it (and the number
 // went to another file).
+// wake interrupts the reader's epoll_wait from another goroutine.
+func (r *reader) wake() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wakeLocked()
+}
+
 func (r *reader) wakeLocked() {
 	if r.exited {
 		return
@@ -86,6 +105,9 @@ func (r *reader) wakeLocked() {
 // connections have ended or used up their grace.
 func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadConfig, env Env) error {
 	n := max(cfg.Readers, 1)
+	if cfg.budget == nil {
+		cfg.budget = newReadBudget()
+	}
 	readers := make([]*reader, 0, n)
 	for range n {
 		r, err := newReader(cfg, env.Stats, env.Log)
@@ -114,7 +136,7 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadC
 
 // newReader makes a reader's epoll instance and its wake-up eventfd.
 func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
-	r := &reader{cfg: cfg, stats: stats, log: log, epfd: -1, wakefd: -1, conns: map[int32]*Conn{}}
+	r := &reader{cfg: cfg, stats: stats, log: log, epfd: -1, wakefd: -1, conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
 	var err error
 	if r.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
@@ -125,6 +147,7 @@ func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*r
 		r.close()
 		return nil, fmt.Errorf("stages: read: %w", err)
 	}
+	r.budget.register(r)
 	return r, nil
 }
 
@@ -174,6 +197,9 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	var drainStart int64
 	for {
 		n, err := unix.EpollWait(r.epfd, events, 200)
+		// A full array of events means more clients are ready than one
+		// round serves: the accept stage holds back new ones meanwhile.
+		r.saturated.Store(n == len(events))
 		if err != nil && err != unix.EINTR {
 			glog.Errorf("read: epoll_wait: %v", err)
 			r.closeAll(ctx, out, "read error")
@@ -197,6 +223,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 		}
 		now := time.Now()
 		r.now = now.UnixNano()
+		r.resume()
 		if now.Sub(lastScan) >= time.Second/2 {
 			lastScan = now
 			r.expire(ctx, out, now)
@@ -244,6 +271,10 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 		return
 	}
 	for reads := 0; reads < maxReadsPerEvent; {
+		if r.budget.connSpent(c) {
+			r.pause(c)
+			return
+		}
 		buf := getChunk()
 		n, err := unix.Read(c.fd, buf)
 		switch {
@@ -253,7 +284,11 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			c.lastActive = r.now
 			r.stats.Chunks.Add(1)
 			r.stats.BytesRead.Add(uint64(n))
-			if !send(ctx, out, chunk{conn: c, buf: shrinkChunk(buf, n)}) {
+			// The budget counts the buffer, not the bytes: a short read in a
+			// large buffer pins all of it.
+			b := shrinkChunk(buf, n)
+			r.budget.take(c, cap(b))
+			if !send(ctx, out, chunk{conn: c, buf: b}) {
 				return
 			}
 		case n == 0:
@@ -283,6 +318,12 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 		if c.windowStart >= limit {
 			continue
 		}
+		if c.paused.Load() || c.inflight.Load() > 0 {
+			// Waiting for us, not slow: its bytes are in the pipeline or
+			// in the socket, held back by the read budget.
+			c.windowStart, c.windowBytes = now.UnixNano(), c.bytesRead
+			continue
+		}
 		if c.bytesRead-c.windowBytes < minProgress {
 			slow = append(slow, c)
 		} else {
@@ -298,6 +339,36 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
 		}
 		r.closeConn(ctx, c, out, "timeout")
+	}
+}
+
+// pause stops polling c until the budget allows reading it again: the
+// client's bytes wait in the kernel. The socket leaves the epoll set, so a
+// hang-up is not reported over and over meanwhile.
+func (r *reader) pause(c *Conn) {
+	if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_DEL, c.fd, nil); err != nil {
+		return // not in the set: nothing to pause
+	}
+	c.paused.Store(true)
+	r.paused[c] = struct{}{}
+}
+
+// resume polls again the paused connections the budget allows.
+func (r *reader) resume() {
+	if len(r.paused) == 0 || r.budget.spent() {
+		return
+	}
+	for c := range r.paused {
+		if r.budget.connSpent(c) {
+			continue
+		}
+		delete(r.paused, c)
+		c.paused.Store(false)
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}
+		if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
+			c.requestClose()
+		}
 	}
 }
 
@@ -351,6 +422,7 @@ func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why s
 	r.mu.Lock()
 	delete(r.conns, int32(c.fd))
 	r.mu.Unlock()
+	delete(r.paused, c)
 	// close() also takes the socket out of the epoll set: no descriptor of
 	// it is ever duplicated.
 	unix.Close(c.fd)

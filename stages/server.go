@@ -164,8 +164,10 @@ func (s *Server) run(inetdFD int) error {
 	if cfg.MaxPacketAgeEnabled {
 		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
 	}
+	budget := newReadBudget()
 	s.acceptCfg.Listeners = s.listeners
-	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed}
+	s.acceptCfg.behind = func() bool { return budget.spent() || len(chunks) == cap(chunks) || budget.saturated() }
+	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, budget: budget}
 	// Downstream first: when a stage cannot start, closing the input of
 	// the one started before it lets those already running drain and end.
 	starts := []struct {
