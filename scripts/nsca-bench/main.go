@@ -159,6 +159,7 @@ type Result struct {
 	DialErrors  uint64 `json:"dial_errors"`
 	Connections uint64 `json:"connections"`
 	Duplicates  uint64 `json:"duplicates"`
+	FloorLines  uint64 `json:"floor_lines,omitempty"` // floor_server's fixed lines, counted in Delivered
 	Unknown     uint64 `json:"unknown_lines"`
 	Mismatched  uint64 `json:"mismatched_lines"`
 	FirstBad    string `json:"first_bad_line,omitempty"`
@@ -199,6 +200,10 @@ type Result struct {
 	MachineBusyCores float64 `json:"machine_busy_cores"`
 	OtherCores       float64 `json:"other_cores"`
 	SoftirqCores     float64 `json:"softirq_cores"`
+	// LoadAvg is the machine's 1-minute load average at the end of the run:
+	// the daemon and nsca-bench make about 2 of it, the rest is other work
+	// on the machine.
+	LoadAvg float64 `json:"loadavg"`
 }
 
 func selfCPU() time.Duration {
@@ -399,6 +404,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 	res.Delivered = sink.Delivered.Load()
 	res.Failed, res.DialErrors, res.Connections = failed.Load(), dialErrors.Load(), connections.Load()
 	res.Duplicates, res.Unknown, res.Mismatched = sink.Duplicates.Load(), sink.Unknown.Load(), sink.Mismatched.Load()
+	res.FloorLines = sink.Floor.Load()
 	res.FirstBad = sink.FirstBad()
 	res.SinkFullReads = sink.FullReads.Load()
 	if lastLine > loadStartClock {
@@ -406,6 +412,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 		res.ChecksPerSec = float64(res.Delivered) / res.ElapsedSeconds
 	}
 	res.MachineBusyCores = (busy1 - busy0).Seconds() / wall
+	res.LoadAvg = loadAvg()
 	res.SoftirqCores = (soft1 - soft0).Seconds() / wall
 	res.OtherCores = res.MachineBusyCores - (self1-self0).Seconds()/wall - res.ServerCPUSec/wall
 	if res.Sent > 0 {
@@ -556,4 +563,15 @@ func freePortMain() int {
 	defer l.Close()
 	fmt.Println(l.Addr().(*net.TCPAddr).Port)
 	return 0
+}
+
+// loadAvg returns the 1-minute load average, 0 if unknown.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscan(string(b), &l)
+	return l
 }

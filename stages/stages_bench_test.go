@@ -1,0 +1,189 @@
+package stages
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/codec"
+	"nsca_fast/stages/counters"
+	"nsca_fast/stages/emit/sink"
+)
+
+// Benchmarks of the hot stages, one 4304-byte check per op, each stage run
+// by its Start function with one goroutine, as the pipeline runs it, and fed
+// and drained by the benchmark: read (a socketpair feeding the read stage),
+// decrypt (XOR), validate. The command-file line is benchmarked in
+// stages/emit/sink. Allocations per op include the stage's goroutines.
+//
+//	go test -run '^$' -bench 'Stage' -benchmem ./stages ./stages/emit/sink
+
+const benchPassword = "bench-password"
+
+func benchEnv() Env {
+	return Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
+}
+
+// benchPlain is a valid plaintext send_nsca packet.
+func benchPlain(tb testing.TB) []byte {
+	pkt := make([]byte, codec.Size)
+	codec.Encode(pkt, codec.Result{Timestamp: uint32(time.Now().Unix()), ReturnCode: 1, Host: "bench-host-01.example.com",
+		Service: "check_disk /var", Output: "DISK WARNING - free space: /var 1234 MB (12% inode=90%)|/var=9000MB;8000;9000;0;10240"})
+	if err := codec.Check(pkt); err != nil {
+		tb.Fatal(err)
+	}
+	return pkt
+}
+
+// benchXOR is benchPlain encrypted with XOR for iv, as send_nsca sends it.
+func benchXOR(tb testing.TB, iv []byte) []byte {
+	pkt := benchPlain(tb)
+	codec.XOR(pkt, iv, []byte(benchPassword), 0)
+	return pkt
+}
+
+// BenchmarkReadStage: one connection (a socketpair) with a writer sending
+// packets as fast as the stage takes them; per op one 4304-byte packet
+// read by the stage's epoll loop and handed on as chunks. The consumer
+// gives the bytes back to the read budget as the decrypt stage does.
+func BenchmarkReadStage(b *testing.B) {
+	env := benchEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := make(chan *Conn, 1)
+	out := make(chan chunk, 128)
+	if err := StartRead(ctx, in, out, ReadConfig{Readers: 1, Timeout: time.Hour, Grace: time.Second}, env); err != nil {
+		b.Fatal(err)
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := unix.SetNonblock(sp[1], false); err != nil {
+		b.Fatal(err)
+	}
+	c := &Conn{ID: 1, fd: sp[0]}
+	env.Stats.Open.Add(1)
+	in <- c
+	close(in)
+	pkt := benchXOR(b, c.IV[:])
+	b.SetBytes(codec.Size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() {
+		for range b.N {
+			for off := 0; off < len(pkt); {
+				n, err := unix.Write(sp[1], pkt[off:])
+				if err != nil {
+					return
+				}
+				off += n
+			}
+		}
+	}()
+	want := b.N * codec.Size
+	for got := 0; got < want; {
+		ch, ok := <-out
+		if !ok {
+			b.Fatalf("read stage ended after %d of %d bytes", got, want)
+		}
+		got += len(ch.buf)
+		if r := ch.conn.reader; r != nil && !ch.eof {
+			r.budget.release(ch.conn, cap(ch.buf))
+		}
+		if ch.buf != nil {
+			putChunk(ch.buf)
+		}
+	}
+	b.StopTimer()
+	unix.Close(sp[1])
+	for ch := range out {
+		if ch.buf != nil {
+			putChunk(ch.buf)
+		}
+	}
+}
+
+// BenchmarkDecryptStageXOR: per op one chunk holding one 4304-byte XOR
+// packet of a connection, decrypted and framed into a Packet.
+func BenchmarkDecryptStageXOR(b *testing.B) {
+	env := benchEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := make(chan chunk, 64)
+	out := make(chan Packet, 64)
+	cfg := DecryptConfig{Goroutines: 1, Depth: 64, Cipher: CipherConfig{Method: 1, Password: []byte(benchPassword)}}
+	if err := StartDecrypt(ctx, in, out, cfg, env); err != nil {
+		b.Fatal(err)
+	}
+	c := &Conn{ID: 1}
+	for i := range c.IV {
+		c.IV[i] = byte(i * 7)
+	}
+	pkt := benchXOR(b, c.IV[:])
+	b.SetBytes(codec.Size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() {
+		for range b.N {
+			buf := getChunk()
+			buf = buf[:copy(buf[:cap(buf)], pkt)]
+			in <- chunk{conn: c, buf: buf}
+		}
+		in <- chunk{conn: c, eof: true, why: "benchmark over"}
+		close(in)
+	}()
+	n := 0
+	for p := range out {
+		if p.Data != nil {
+			if n == 0 && codec.Check(p.Data) != nil {
+				b.Fatal("the decrypted packet does not pass codec.Check")
+			}
+			n++
+			putPacketBuf(p.Data)
+		}
+	}
+	b.StopTimer()
+	if n != b.N {
+		b.Fatalf("%d packets out of %d", n, b.N)
+	}
+}
+
+// BenchmarkValidateStage: per op one decrypted packet checked and decoded
+// into a sink.Item.
+func BenchmarkValidateStage(b *testing.B) {
+	env := benchEnv()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	in := make(chan Packet, 64)
+	out := make(chan sink.Item, 64)
+	if err := StartValidate(ctx, in, out, ValidateConfig{Goroutines: 1, Depth: 64}, env); err != nil {
+		b.Fatal(err)
+	}
+	c := &Conn{ID: 1}
+	pkt := benchPlain(b)
+	b.SetBytes(codec.Size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() {
+		for range b.N {
+			buf := getPacketBuf(codec.Size)
+			copy(buf, pkt)
+			in <- Packet{Conn: c, Data: buf}
+		}
+		close(in)
+	}()
+	n := 0
+	for it := range out {
+		if n == 0 && it.Result.Service != "check_disk /var" {
+			b.Fatalf("validated %+v", it.Result)
+		}
+		n++
+	}
+	b.StopTimer()
+	if n != b.N {
+		b.Fatalf("%d items out of %d", n, b.N)
+	}
+}
