@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
@@ -70,7 +71,7 @@ type chunk struct {
 // Short set, the incomplete packet a connection ended with.
 type Packet struct {
 	Conn  *Conn
-	Data  []byte // 720 or 4304 bytes from packetPool; nil with Short
+	Data  []byte // one of the accepted packet sizes, from getPacketBuf; nil with Short
 	Short *ShortPacket
 }
 
@@ -91,7 +92,6 @@ const (
 var (
 	chunkPool      = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 	smallChunkPool = sync.Pool{New: func() any { b := make([]byte, smallChunkSize); return &b }}
-	packetPool     = sync.Pool{New: func() any { b := make([]byte, codec.Size); return &b }}
 )
 
 func getChunk() []byte { return *(chunkPool.Get().(*[]byte)) }
@@ -117,32 +117,29 @@ func putChunk(b []byte) {
 	chunkPool.Put(&b)
 }
 
-// largePacketPools hold the buffers for packets longer than send_nsca's
-// (payload_length above 4096), one pool per size, so that such packets are
-// not allocated one by one either.
-var largePacketPools sync.Map // int (capacity) → *sync.Pool
+// Packet buffers are pooled per capacity: send_nsca's 4304 bytes, and each
+// larger size payload_length accepts. A pool holds the buffer's first byte,
+// a plain pointer, so that neither Get nor Put allocates (a *[]byte would
+// need a new slice header at every Put); the capacity is the pool's.
+var packetPools sync.Map // int (capacity) → *sync.Pool of *byte
+
+func packetPool(n int) *sync.Pool {
+	if p, ok := packetPools.Load(n); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := packetPools.LoadOrStore(n, &sync.Pool{New: func() any { return unsafe.SliceData(make([]byte, n)) }})
+	return p.(*sync.Pool)
+}
 
 // getPacketBuf returns a buffer for a packet of n bytes, n bytes long or
-// longer.
+// longer (at least 4304).
 func getPacketBuf(n int) []byte {
-	if n <= codec.Size {
-		return *(packetPool.Get().(*[]byte))
-	}
-	pool, ok := largePacketPools.Load(n)
-	if !ok {
-		pool, _ = largePacketPools.LoadOrStore(n, &sync.Pool{New: func() any { b := make([]byte, n); return &b }})
-	}
-	return *(pool.(*sync.Pool).Get().(*[]byte))
+	n = max(n, codec.Size)
+	return unsafe.Slice(packetPool(n).Get().(*byte), n)
 }
 
 // putPacketBuf returns a buffer from getPacketBuf, by its capacity.
 func putPacketBuf(b []byte) {
 	b = b[:cap(b)]
-	if cap(b) == codec.Size {
-		packetPool.Put(&b)
-		return
-	}
-	if pool, ok := largePacketPools.Load(cap(b)); ok {
-		pool.(*sync.Pool).Put(&b)
-	}
+	packetPool(cap(b)).Put(unsafe.SliceData(b))
 }

@@ -1,0 +1,151 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"nsca_fast/stages/cipher"
+	"nsca_fast/stages/codec"
+	"nsca_fast/stages/counters"
+)
+
+// encryptStream encrypts packets as one connection's stream with a native
+// engine keyed like the server's (what libmcrypt encrypts, the self-test and
+// the black-box tests prove equal), by running 8-bit CFB forwards.
+func encryptStream(t testing.TB, e cipher.Engine, iv []byte, plain []byte) []byte {
+	t.Helper()
+	// CFB decryption of ciphertext c gives p; encryption is found byte by
+	// byte: c[i] = p[i] ^ E(reg)[0], and decrypting c[:i+1] reveals E(reg)[0].
+	k, err := e.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	var st cipher.State
+	st.Start(e, iv)
+	ct := make([]byte, len(plain))
+	for i := range plain {
+		probe := st // decrypting a zero byte at the register gives the keystream byte
+		var z [1]byte
+		k.Decrypt(&probe, z[:])
+		ct[i] = plain[i] ^ z[0]
+		k.Decrypt(&st, []byte{ct[i]})
+	}
+	return ct
+}
+
+func newTestDecrypter(t testing.TB, cfg CipherConfig) (*decrypter, *counters.Stats) {
+	t.Helper()
+	p := prepare(cfg)
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	stats := counters.NewStats()
+	d := &decrypter{cfg: cfg, engine: p.engine, sizes: cfg.packetSizes(), stats: stats,
+		log: counters.NewRateLog(time.Second, 5), xor: codec.NewXORKey(cfg.Password)}
+	if !cfg.PerConnection && p.engine != nil {
+		k, err := p.engine.NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(k.Close)
+		d.shared = k
+	}
+	return d, stats
+}
+
+// TestDecryptPayloadLengths frames connections of every accepted packet
+// size, in random chunk splits, several packets each, with the native and
+// the own engines in both modes, and a connection whose size is not
+// accepted.
+func TestDecryptPayloadLengths(t *testing.T) {
+	lengths := []int{512, 1024, 4096, 8192}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, m := range []struct {
+		method     int
+		alg        string
+		nativeOnly bool
+	}{{14, "rijndael-128", false}, {3, "tripledes", false}, {100, "aes128", true}, {102, "gost", true}} {
+		for _, perConn := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/perconn=%v", m.alg, perConn), func(t *testing.T) {
+				cfg := CipherConfig{Method: m.method, Algorithm: m.alg, Password: []byte(testPassword), PerConnection: perConn,
+					Engine: cipher.EngineNative, NativeOnly: m.nativeOnly, PayloadLengths: lengths}
+				d, _ := newTestDecrypter(t, cfg)
+				for _, payload := range append(lengths, 2048) {
+					c := &Conn{ID: 1, reader: &reader{}}
+					for i := range c.IV {
+						c.IV[i] = byte(rng.Uint32())
+					}
+					size := codec.SizeOf(payload)
+					var plain []byte
+					for i := range 3 {
+						pkt := make([]byte, size)
+						for j := range pkt {
+							pkt[j] = byte(rng.Uint32())
+						}
+						codec.Encode(pkt, codec.Result{Timestamp: 1, Host: "h", Service: fmt.Sprint(i), Output: "out"})
+						plain = append(plain, pkt...)
+					}
+					ct := encryptStream(t, d.engine, c.IV[:], plain)
+					out := make(chan Packet, 16)
+					for len(ct) > 0 {
+						n := min(1+rng.IntN(6000), len(ct))
+						buf := getChunk()[:0]
+						buf = append(buf[:0], ct[:n]...) // chunks are pool buffers, as the read stage sends
+						d.feed(context.Background(), c, buf, out)
+						ct = ct[n:]
+					}
+					d.finish(context.Background(), c, "", out)
+					close(out)
+					var got [][]byte
+					for p := range out {
+						if p.Short == nil {
+							got = append(got, p.Data)
+						}
+					}
+					if payload == 2048 { // not accepted: passed on at the largest size, to fail its CRC
+						if len(got) != 0 && codec.Check(got[0]) == nil {
+							t.Errorf("payload length %d (not accepted) gave a valid packet", payload)
+						}
+						continue
+					}
+					if len(got) != 3 {
+						t.Fatalf("payload length %d: %d packets, want 3", payload, len(got))
+					}
+					for i, p := range got {
+						if !bytes.Equal(p, plain[i*size:(i+1)*size]) {
+							t.Errorf("payload length %d: packet %d differs", payload, i)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDecryptNoAllocs: decrypting and framing a connection's packets costs
+// no allocation per packet (buffers come from pools).
+func TestDecryptNoAllocs(t *testing.T) {
+	cfg := CipherConfig{Method: 14, Algorithm: "rijndael-128", Password: []byte(testPassword), Engine: cipher.EngineNative}
+	d, _ := newTestDecrypter(t, cfg)
+	c := &Conn{ID: 1, reader: &reader{}}
+	plain := make([]byte, codec.Size)
+	codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Output: "o"})
+	ct := encryptStream(t, d.engine, c.IV[:], plain)
+	out := make(chan Packet, 1)
+	d.feed(context.Background(), c, bytes.Clone(ct), out) // decides the size
+	putPacketBuf((<-out).Data)
+	buf := getChunk()[:codec.Size]
+	allocs := testing.AllocsPerRun(200, func() {
+		copy(buf, ct) // any bytes: only the cost is measured
+		d.feed(context.Background(), c, buf, out)
+		putPacketBuf((<-out).Data)
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per packet, want 0", allocs)
+	}
+}
