@@ -130,6 +130,9 @@ type Config struct {
 	GearmanTimeout       int    // gearman_timeout, seconds
 	GearmanQueueSize     int    // gearman_queue_size
 	GearmanFallback      string // gearman_fallback, see Fallback
+	QueueDirectory       string // queue_directory; "" = memory queues only
+	QueueMaxBytes        int    // queue_max_bytes, per durable queue
+	QueueFsync           string // queue_fsync: never, batch or always
 
 	// Lines maps an option name to the line that last set it, so that
 	// Validate and the daemon can point at the line to fix.

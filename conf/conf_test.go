@@ -53,6 +53,8 @@ func TestDefault(t *testing.T) {
 		GearmanEncryption:      true,
 		GearmanTimeout:         10,
 		GearmanQueueSize:       10000,
+		QueueMaxBytes:          1 << 30,
+		QueueFsync:             "batch",
 		Lines:                  map[string]int{},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
@@ -227,6 +229,9 @@ func TestOptionValues(t *testing.T) {
 			bad("301", "cannot be greater than 300 seconds")},
 		"gearman_queue_size": {ok("1", "1"), ok("1000000", "1000000"), bad("0", "must be at least 1"), bad("x", notInt)},
 		"gearman_fallback":   {ok("spool", "spool"), ok("dump", "dump"), ok("none", "none"), bad("icinga2", "is not a fallback")},
+		"queue_directory":    {ok("/var/lib/nsca_fast/queue", "/var/lib/nsca_fast/queue"), ok("q", "q"), bad("a\x00b", "NUL")},
+		"queue_max_bytes":    {ok("65536", "65536"), ok("1073741824", "1073741824"), bad("65535", "must be at least 65536"), bad("x", notInt)},
+		"queue_fsync":        {ok("never", "never"), ok("batch", "batch"), ok("always", "always"), bad("sometimes", "is not a sync policy")},
 	}
 	for _, o := range options {
 		var valid, invalid int
@@ -332,6 +337,9 @@ gearman_keyfile=/gk
 gearman_timeout=15
 gearman_queue_size=16
 gearman_fallback=spool
+queue_directory=/q
+queue_max_bytes=65536
+queue_fsync=always
 `
 	c, err := Parse("f.cfg", []byte(file))
 	if err != nil {
@@ -350,7 +358,8 @@ gearman_fallback=spool
 		Icinga2Password: "ipw", Icinga2ClientCert: "/c.crt", Icinga2ClientKey: "/c.key", Icinga2CAFile: "/ca.crt",
 		Icinga2MaxInFlight: 11, Icinga2Timeout: 12, Icinga2Retries: 13, Icinga2QueueSize: 14, Icinga2Fallback: "dump",
 		GearmanServers: "g1:4730,g2:4730", GearmanQueue: "results", GearmanKey: "gk", GearmanKeyFile: "/gk",
-		GearmanTimeout: 15, GearmanQueueSize: 16, GearmanFallback: "spool", Lines: map[string]int{},
+		GearmanTimeout: 15, GearmanQueueSize: 16, GearmanFallback: "spool",
+		QueueDirectory: "/q", QueueMaxBytes: 65536, QueueFsync: "always", Lines: map[string]int{},
 	}
 	for i, o := range options {
 		want.Lines[o.name] = i + 1

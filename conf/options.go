@@ -257,6 +257,21 @@ var options = []option{
 	{name: "gearman_fallback", origin: originNew,
 		kind: text(func(c *Config) *string { return &c.GearmanFallback }, validFallback),
 		doc:  fallbackDoc("gearman")},
+	{name: "queue_directory", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.QueueDirectory }, nil),
+		doc: "Directory of the durable queues of the remote sinks (icinga2, gearman): each keeps, in its own " +
+			"subdirectory (<sink>, or <sink>-<slot> in a worker process), the results its engine could not take at " +
+			"once, and delivers them in order when the engine is back, across restarts and kill -9. Created 0750 if " +
+			"missing. Empty: memory queues only (icinga2_queue_size, gearman_queue_size)."},
+	{name: "queue_max_bytes", def: "1073741824", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.QueueMaxBytes }, 65536, 1<<40, " bytes"),
+		doc: "Bytes each durable queue may hold on disk, 65536..2^40; results past it go to the sink's " +
+			"fallback at once, counted (fell_back) and logged."},
+	{name: "queue_fsync", def: "batch", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.QueueFsync }, validFsync),
+		doc: "When the durable queues force appended results to disk: never (the kernel writes back; a power " +
+			"loss may cost the last 30 s or so), batch (each batch of results is synced before it counts as " +
+			"queued) or always (each result and each acknowledgement is synced)."},
 }
 
 // byName finds a row by its exact name, as Parse needs for every line.
@@ -628,6 +643,15 @@ func fallbackDoc(prefix string) string {
 	return "Where results go that the " + prefix + " sink could not deliver (after its retries, or when its " +
 		"queue is full): spool (check_result_path), dump (alternate_dump_file) or none (counted and logged " +
 		"as dropped). Empty: spool if check_result_path is set, else dump if alternate_dump_file is set, else none."
+}
+
+// validFsync checks queue_fsync: the policies of package queue.
+func validFsync(s string) error {
+	switch s {
+	case "never", "batch", "always":
+		return nil
+	}
+	return errors.New("is not a sync policy; use never, batch or always")
 }
 
 func validFallback(s string) error {

@@ -19,6 +19,7 @@ import (
 	"nsca_fast/conf"
 	"nsca_fast/src/proc"
 	"nsca_fast/stages"
+	"nsca_fast/stages/emit/sink"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -39,6 +40,7 @@ type options struct {
 	threads    int
 	pprofAddr  string
 	checkOnly  bool
+	replay     string
 }
 
 func parseFlags(args []string) (*options, *flag.FlagSet, error) {
@@ -62,6 +64,7 @@ func parseFlags(args []string) (*options, *flag.FlagSet, error) {
 	fs.IntVar(&o.threads, "t", -1, "decrypt goroutines per worker, `THREADS` 0..1000 (overrides nsca_threads_per_worker)")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof on `ADDR` (for example 127.0.0.1:6060)")
 	fs.BoolVar(&o.checkOnly, "check-config", false, "check the configuration, print the effective settings and exit")
+	fs.StringVar(&o.replay, "replay", "", "feed the results of `PATH` (an alternate_dump_file or a check_result_path spool directory a fallback wrote) through the configured remote destinations (Icinga 2, Gearman), report the counts and exit")
 	// glog's own flags (-v, -vmodule, -log_dir ...) stay available.
 	flag.CommandLine.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
 	if err := fs.Parse(args); err != nil {
@@ -94,7 +97,7 @@ func run(args []string) int {
 	}
 	switch {
 	case o.help:
-		fmt.Fprintf(os.Stdout, "Usage: nsca [-c FILE] [-f] [-d] [-n MAX_WORKERS] [-t THREADS] [--inetd] [--pprof ADDR] [--check-config]\nnsca_fast %s, a drop-in replacement for the Nagios NSCA daemon.\n\n", Version)
+		fmt.Fprintf(os.Stdout, "Usage: nsca [-c FILE] [-f] [-d] [-n MAX_WORKERS] [-t THREADS] [--inetd] [--pprof ADDR] [--check-config] [--replay PATH]\nnsca_fast %s, a drop-in replacement for the Nagios NSCA daemon.\n\n", Version)
 		fs.SetOutput(os.Stdout)
 		fs.PrintDefaults()
 		return 0
@@ -124,6 +127,12 @@ func run(args []string) int {
 				glog.Infof("[config] %s", line)
 			}
 		}
+	}
+	if o.replay != "" {
+		return replay(cfg, o.replay)
+	}
+	if worker != nil {
+		sink.WorkerSlot = worker.Slot // each worker has durable queues of its own
 	}
 	if o.checkOnly {
 		if err := checkPipeline(cfg); err != nil {
@@ -204,6 +213,21 @@ func loadConfig(o *options) (*conf.Config, error) {
 		cfg.ThreadsPerWorker = o.threads
 	}
 	return cfg, cfg.Validate()
+}
+
+// replay runs --replay PATH: 0 when every result reached every remote
+// destination, 1 otherwise.
+func replay(cfg *conf.Config, path string) int {
+	rep, err := sink.Replay(cfg, path, sink.ReplayPatience)
+	fmt.Printf("nsca: replay %s: %s\n", path, rep)
+	for _, s := range rep.Skipped {
+		fmt.Printf("nsca: replay: skipped %s\n", s)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // checkPipeline refuses, before anything serves, what the pipeline could

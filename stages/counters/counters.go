@@ -63,6 +63,7 @@ type Stats struct {
 	dropped    map[string]*atomic.Uint64
 	sinkErrors map[string]*atomic.Uint64
 	fellBack   map[string]*atomic.Uint64
+	durable    map[string]func() DurableQueue // see RegisterDurable
 }
 
 // NewStats returns zeroed counters.
@@ -114,6 +115,9 @@ type Snapshot struct {
 	DialectLossy                   uint64
 	Emitted, Dropped, SinkErrors   map[string]uint64
 	FellBack                       map[string]uint64
+	// Durable holds each destination's durable disk queue, when
+	// queue_directory is set.
+	Durable map[string]DurableQueue `json:",omitempty"`
 	// Queues holds the depth of each queue between stages, when the
 	// snapshot came from a running Server.
 	Queues map[string]int64
@@ -143,6 +147,7 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.Dropped = load(s.dropped)
 	snap.SinkErrors = load(s.sinkErrors)
 	snap.FellBack = load(s.fellBack)
+	snap.Durable = s.readDurable()
 	return snap
 }
 
@@ -227,6 +232,7 @@ func (s *Snapshot) Add(o Snapshot) {
 	addInto(&s.SinkErrors, o.SinkErrors)
 	addInto(&s.FellBack, o.FellBack)
 	addInto(&s.Queues, o.Queues)
+	addDurable(&s.Durable, o.Durable)
 }
 
 func addInto[V uint64 | int64](dst *map[string]V, src map[string]V) {

@@ -44,6 +44,11 @@ var (
 	descQueue       = desc("queue_depth", "Items waiting in each queue between stages.", "queue")
 	descHeld        = desc("results_held", "Results a sink holds back (the spool at check_result_path_max_files).")
 	descLossy       = desc("dialect_lossy_total", "Results the command file, spool or dump file wrote in a lossy form of command_file_dialect (output the core cannot store exactly).")
+	descDiskResults = desc("queue_disk_results", "Results waiting in a destination's durable queue on disk (queue_directory).", "sink")
+	descDiskBytes   = desc("queue_disk_bytes", "Bytes waiting in a destination's durable queue on disk.", "sink")
+	descDiskOldest  = desc("queue_disk_oldest_seconds", "Age of the oldest result in a destination's durable queue; 0 when empty.", "sink")
+	descReplayed    = desc("queue_replayed_total", "Results delivered out of a destination's durable queue.", "sink")
+	descCorrupt     = desc("queue_corrupt_total", "Damaged regions of a durable queue skipped (torn tail, bad checksum, undecodable record).", "sink")
 	descDecrypt     = desc("decrypt_seconds_total", "Time spent decrypting, by method.", "method")
 )
 
@@ -90,5 +95,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descHeld, s.Held)
 	counter(descLossy, s.DialectLossy)
+	for k, q := range s.Durable {
+		gauge(descDiskResults, q.Results, k)
+		gauge(descDiskBytes, q.Bytes, k)
+		ch <- prometheus.MustNewConstMetric(descDiskOldest, prometheus.GaugeValue, q.OldestSeconds, k)
+		counter(descReplayed, q.Replayed, k)
+		counter(descCorrupt, q.Corrupt, k)
+	}
 	ch <- prometheus.MustNewConstMetric(descDecrypt, prometheus.CounterValue, float64(s.DecryptNanos)/1e9, c.method)
 }

@@ -32,6 +32,7 @@ func (t *Totals) Retire(key any, final Snapshot) bool {
 	}
 	delete(t.live, key)
 	final.Open, final.Held, final.Queues = 0, 0, nil
+	retireDurable(final.Durable)
 	t.retired.Add(final)
 	return true
 }

@@ -189,6 +189,9 @@ func Destinations(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog
 		if err != nil {
 			return dests, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		if s, err = durableFor(cfg, s, stats, log); err != nil {
+			return dests, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 		d := Destination{Name: r.name, Chain: []Sink{s}, Capacity: r.capacity, Remote: true}
 		dests = append(dests, d)
 		fallback, err := fallbackChain(cfg, r.fallback)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // gearmanSource is the result's `source`: mod_gearman's own senders put
@@ -22,8 +23,45 @@ const gearmanSource = "nsca_fast"
 // as `\\`, newline as `\n`). A newline in a host or service name, which
 // would start a key of its own, is written as `\n` too. Times are the
 // server's time of receipt, as for the command file, in mod_gearman's
-// seconds.fraction form.
+// seconds.microseconds form (always six digits, which every version of
+// mod_gearman's parser reads as microseconds).
 func AppendGearmanResult(b []byte, it Item) []byte {
+	return appendGearmanResultAt(b, it, it.Time*1e6)
+}
+
+// gearmanStamps gives each result of one service a start_time later than
+// the previous one's, by a microsecond if need be: mod_gearman hands a
+// burst of results to the core newest first, and the core keeps the one
+// with the latest time, so two results of one second must differ. It is
+// per process, not per sink, so that a reload's new sink goes on from the
+// old one's times.
+var gearmanStamps struct {
+	sync.Mutex
+	last map[gearmanObject]int64
+}
+
+type gearmanObject struct{ host, service string }
+
+// gearmanStamp returns the time in microseconds to send it with: its
+// receipt time, or just after the last one sent for its service.
+func gearmanStamp(it Item) int64 {
+	us := it.Time * 1e6
+	k := gearmanObject{it.Result.Host, it.Result.Service}
+	gearmanStamps.Lock()
+	defer gearmanStamps.Unlock()
+	if gearmanStamps.last == nil {
+		gearmanStamps.last = map[gearmanObject]int64{}
+	}
+	if last, ok := gearmanStamps.last[k]; ok && us <= last {
+		us = last + 1
+	}
+	gearmanStamps.last[k] = us
+	return us
+}
+
+// appendGearmanResultAt is AppendGearmanResult with start_time and
+// finish_time at us microseconds.
+func appendGearmanResultAt(b []byte, it Item, us int64) []byte {
 	r := it.Result
 	b = append(b, "type=passive\n"...)
 	if r.Host != "" {
@@ -37,14 +75,25 @@ func AppendGearmanResult(b []byte, it Item) []byte {
 		b = append(b, '\n')
 	}
 	b = append(b, "start_time="...)
-	b = strconv.AppendInt(b, it.Time, 10)
-	b = append(b, ".0\nfinish_time="...)
-	b = strconv.AppendInt(b, it.Time, 10)
-	b = append(b, ".0\nreturn_code="...)
+	b = appendMicros(b, us)
+	b = append(b, "\nfinish_time="...)
+	b = appendMicros(b, us)
+	b = append(b, "\nreturn_code="...)
 	b = strconv.AppendInt(b, int64(r.ReturnCode), 10)
 	b = append(b, "\nsource="+gearmanSource+"\noutput="...)
 	b = appendEscaped(b, r.Output)
 	return append(b, '\n')
+}
+
+// appendMicros appends us microseconds as seconds.micro, with six digits.
+func appendMicros(b []byte, us int64) []byte {
+	b = strconv.AppendInt(b, us/1e6, 10)
+	frac := us % 1e6
+	b = append(b, '.')
+	for d := int64(1e5); d > 1 && frac < d; d /= 10 {
+		b = append(b, '0')
+	}
+	return strconv.AppendInt(b, frac, 10)
 }
 
 // appendName appends a host or service name with its newlines as `\n`;

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,16 +22,47 @@ import (
 
 func TestGearmanResultService(t *testing.T) {
 	got := string(AppendGearmanResult(nil, item(1762153445, "web01", "HTTP", 2, "CRITICAL - Socket timeout")))
-	want := "type=passive\nhost_name=web01\nservice_description=HTTP\nstart_time=1762153445.0\nfinish_time=1762153445.0\n" +
+	want := "type=passive\nhost_name=web01\nservice_description=HTTP\nstart_time=1762153445.000000\nfinish_time=1762153445.000000\n" +
 		"return_code=2\nsource=nsca_fast\noutput=CRITICAL - Socket timeout\n"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
 
+// jobMicros matches the microseconds of a job's times, which Write moves
+// on for a service that had a result in the same second (gearmanStamp).
+var jobMicros = regexp.MustCompile(`(?m)^((?:start|finish)_time=\d+)\.\d{6}$`)
+
+// sameJob compares two job texts but for their microseconds.
+func sameJob(a, b []byte) bool {
+	return bytes.Equal(jobMicros.ReplaceAll(a, []byte("$1")), jobMicros.ReplaceAll(b, []byte("$1")))
+}
+
+// TestGearmanStampsIncrease: results of one service get strictly later
+// times within a process, so that Nagios keeps the newest of a burst; a
+// later second starts from the receipt time again.
+func TestGearmanStampsIncrease(t *testing.T) {
+	svc := func(s string, at int64) int64 { return gearmanStamp(item(at, "stamp-host", s, 0, "")) }
+	if a, b, c := svc("a", 100), svc("a", 100), svc("a", 100); a != 100e6 || b != a+1 || c != b+1 {
+		t.Errorf("one second: %d %d %d, want 100000000 and one microsecond more each", a, b, c)
+	}
+	if got := svc("b", 100); got != 100e6 {
+		t.Errorf("another service: %d, want 100000000", got)
+	}
+	if got := svc("a", 101); got != 101e6 {
+		t.Errorf("the next second: %d, want 101000000", got)
+	}
+	if got := svc("a", 99); got != 101e6+1 {
+		t.Errorf("an older receipt time: %d, want 101000001 (never backwards)", got)
+	}
+	if got := string(appendMicros(nil, 1762153445000042)); got != "1762153445.000042" {
+		t.Errorf("appendMicros: %q", got)
+	}
+}
+
 func TestGearmanResultHost(t *testing.T) {
 	got := string(AppendGearmanResult(nil, item(1762153445, "gw", "", 0, "PING OK - rta 0.1ms")))
-	want := "type=passive\nhost_name=gw\nstart_time=1762153445.0\nfinish_time=1762153445.0\n" +
+	want := "type=passive\nhost_name=gw\nstart_time=1762153445.000000\nfinish_time=1762153445.000000\n" +
 		"return_code=0\nsource=nsca_fast\noutput=PING OK - rta 0.1ms\n"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
@@ -39,7 +71,7 @@ func TestGearmanResultHost(t *testing.T) {
 
 func TestGearmanResultAppends(t *testing.T) {
 	b := AppendGearmanResult([]byte("prefix|"), item(1, "a", "b", -1, "x"))
-	want := "prefix|type=passive\nhost_name=a\nservice_description=b\nstart_time=1.0\nfinish_time=1.0\nreturn_code=-1\nsource=nsca_fast\noutput=x\n"
+	want := "prefix|type=passive\nhost_name=a\nservice_description=b\nstart_time=1.000000\nfinish_time=1.000000\nreturn_code=-1\nsource=nsca_fast\noutput=x\n"
 	if string(b) != want {
 		t.Errorf("got  %q\nwant %q", b, want)
 	}
@@ -51,7 +83,7 @@ func TestGearmanResultAppends(t *testing.T) {
 func TestGearmanResultOutputEscaping(t *testing.T) {
 	out := "DISK OK - free=10%|/=90%;80;90;0;100\nline 2 C:\\temp\nlast|perf=1"
 	got := string(AppendGearmanResult(nil, item(5, "h", "disk", 0, out)))
-	want := "type=passive\nhost_name=h\nservice_description=disk\nstart_time=5.0\nfinish_time=5.0\nreturn_code=0\nsource=nsca_fast\n" +
+	want := "type=passive\nhost_name=h\nservice_description=disk\nstart_time=5.000000\nfinish_time=5.000000\nreturn_code=0\nsource=nsca_fast\n" +
 		`output=DISK OK - free=10%|/=90%;80;90;0;100\nline 2 C:\\temp\nlast|perf=1` + "\n"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
@@ -71,13 +103,13 @@ func TestGearmanResultEmptyFields(t *testing.T) {
 		want string
 	}{
 		{"empty output", item(7, "h", "s", 3, ""),
-			"type=passive\nhost_name=h\nservice_description=s\nstart_time=7.0\nfinish_time=7.0\nreturn_code=3\nsource=nsca_fast\noutput=\n"},
+			"type=passive\nhost_name=h\nservice_description=s\nstart_time=7.000000\nfinish_time=7.000000\nreturn_code=3\nsource=nsca_fast\noutput=\n"},
 		{"empty host", item(7, "", "s", 1, "x"),
-			"type=passive\nservice_description=s\nstart_time=7.0\nfinish_time=7.0\nreturn_code=1\nsource=nsca_fast\noutput=x\n"},
+			"type=passive\nservice_description=s\nstart_time=7.000000\nfinish_time=7.000000\nreturn_code=1\nsource=nsca_fast\noutput=x\n"},
 		{"all empty", item(0, "", "", 0, ""),
-			"type=passive\nstart_time=0.0\nfinish_time=0.0\nreturn_code=0\nsource=nsca_fast\noutput=\n"},
+			"type=passive\nstart_time=0.000000\nfinish_time=0.000000\nreturn_code=0\nsource=nsca_fast\noutput=\n"},
 		{"newline in names", item(7, "h\noutput=evil", "s\\x\n", 0, "ok"),
-			"type=passive\nhost_name=h\\noutput=evil\nservice_description=s\\x\\n\nstart_time=7.0\nfinish_time=7.0\nreturn_code=0\nsource=nsca_fast\noutput=ok\n"},
+			"type=passive\nhost_name=h\\noutput=evil\nservice_description=s\\x\\n\nstart_time=7.000000\nfinish_time=7.000000\nreturn_code=0\nsource=nsca_fast\noutput=ok\n"},
 	} {
 		got := string(AppendGearmanResult(nil, tc.it))
 		if got != tc.want {
@@ -390,8 +422,8 @@ func TestGearmanWriteRequests(t *testing.T) {
 			t.Errorf("request %d: unique ID %q empty, too long or repeated", i, u)
 		}
 		seen[u] = true
-		if want := GearmanSeal(key, AppendGearmanResult(nil, it)); !bytes.Equal(p.args[2], want) {
-			t.Errorf("request %d: body %q, want %q", i, p.args[2], want)
+		if plain, err := GearmanOpen(key, p.args[2]); err != nil || !sameJob(plain, AppendGearmanResult(nil, it)) {
+			t.Errorf("request %d: body opens to %q (%v), want %q", i, plain, err, AppendGearmanResult(nil, it))
 		}
 	}
 }
@@ -666,7 +698,7 @@ func testGearmandRoundTrip(t *testing.T, key []byte) {
 		if err != nil {
 			t.Fatalf("job %d: %v", i, err)
 		}
-		if want := AppendGearmanResult(nil, its[i]); !bytes.Equal(plain, want) {
+		if want := AppendGearmanResult(nil, its[i]); !sameJob(plain, want) {
 			t.Errorf("job %d:\ngot  %q\nwant %q", i, plain, want)
 		}
 	}
@@ -697,7 +729,7 @@ func TestGearmanGearmandFailover(t *testing.T) {
 		t.Errorf("failing over took %v", d)
 	}
 	for i, b := range grabJobs(t, gd.addr, "other_queue", len(its), 10*time.Second) {
-		if plain, _ := GearmanOpen(nil, b); !bytes.Equal(plain, AppendGearmanResult(nil, its[i])) {
+		if plain, _ := GearmanOpen(nil, b); !sameJob(plain, AppendGearmanResult(nil, its[i])) {
 			t.Errorf("job %d: %q", i, plain)
 		}
 	}
@@ -725,7 +757,7 @@ func TestGearmanGearmandRestart(t *testing.T) {
 		t.Fatalf("Write after the restart = %d, %v; want 10, nil", n, err)
 	}
 	for i, b := range grabJobs(t, gd.addr, "check_results", 10, 10*time.Second) {
-		if plain, _ := GearmanOpen(nil, b); !bytes.Equal(plain, AppendGearmanResult(nil, its[10+i])) {
+		if plain, _ := GearmanOpen(nil, b); !sameJob(plain, AppendGearmanResult(nil, its[10+i])) {
 			t.Errorf("job %d: %q", i, plain)
 		}
 	}

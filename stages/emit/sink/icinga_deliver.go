@@ -95,14 +95,36 @@ func (s *Icinga) Write(items []Item) (int, error) {
 	if len(items) == 0 {
 		return 0, nil
 	}
-	if left := s.down.left(); left > 0 {
-		return 0, fmt.Errorf("%w for %v: %v", ErrIcingaBackoff, left.Round(time.Millisecond), s.downErr)
+	err := s.deliver(items)
+	n := s.partition(items)
+	if n == len(items) {
+		return n, nil
 	}
+	return n, err
+}
+
+// writeMarked is Write without the reordering, for the durable queue,
+// which can acknowledge only the delivered prefix of what it peeked:
+// consumed[i] tells whether items[i] was consumed.
+func (s *Icinga) writeMarked(items []Item, consumed []bool) error {
+	err := s.deliver(items)
+	for i := range items {
+		consumed[i] = s.state[i].done
+	}
+	return err
+}
+
+// deliver posts items, leaving in s.state what became of each, and
+// returns why those not consumed were not.
+func (s *Icinga) deliver(items []Item) error {
 	if cap(s.state) < len(items) {
 		s.state = make([]itemState, len(items))
 	} else {
 		s.state = s.state[:len(items)]
 		clear(s.state)
+	}
+	if left := s.down.left(); left > 0 {
+		return fmt.Errorf("%w for %v: %v", ErrIcingaBackoff, left.Round(time.Millisecond), s.downErr)
 	}
 	lanes := s.lanes(items)
 
@@ -140,11 +162,7 @@ func (s *Icinga) Write(items []Item) (int, error) {
 			s.rejected(items[i], st.status, st.reason)
 		}
 	}
-	n := s.partition(items)
-	if n == len(items) {
-		return n, nil
-	}
-	return n, b.err
+	return b.err
 }
 
 // lanes groups the indexes of items by object, each lane in batch order.

@@ -12,12 +12,14 @@ import (
 // parameters Icinga 2.13 documents for naming one object), which Icinga
 // looks up directly; a "filter" would be evaluated against every object.
 type icingaRequest struct {
-	Type            string   `json:"type"`
-	Host            string   `json:"host,omitempty"`
-	Service         string   `json:"service,omitempty"`
-	ExitStatus      int      `json:"exit_status"`
-	PluginOutput    string   `json:"plugin_output"`
-	PerformanceData []string `json:"performance_data,omitempty"`
+	Type         string `json:"type"`
+	Host         string `json:"host,omitempty"`
+	Service      string `json:"service,omitempty"`
+	ExitStatus   int    `json:"exit_status"`
+	PluginOutput string `json:"plugin_output"`
+	// PerformanceData is always sent, [] when empty: what Icinga stores
+	// for a plugin that printed none (a null would be stored as null).
+	PerformanceData []string `json:"performance_data"`
 	CheckSource     string   `json:"check_source,omitempty"`
 	ExecutionStart  int64    `json:"execution_start,omitempty"`
 	ExecutionEnd    int64    `json:"execution_end,omitempty"`
@@ -31,16 +33,11 @@ type icingaRequest struct {
 // /v1/actions/process-check-result for it; the URL has no query part.
 //
 // What NSCA carries is mapped onto what Icinga accepts:
-//   - The output is split as Nagios splits plugin output: the first line is
-//     `text|perfdata`; the following lines are long output up to the first
-//     line holding a `|`, whose text before the `|` is still long output
-//     and whose rest, with every line after it, is more performance data.
-//     plugin_output is the text (short output, then the long output lines,
-//     trailing blanks of a text cut at `|` and trailing empty lines
-//     removed); multi-line output stays multi-line.
-//   - performance_data is the performance data split at blanks outside
-//     single quotes, so `'my label'=1` stays one item as the plugin wrote
-//     it; it is left out when empty.
+//   - The output is split as Icinga 2 (2.13 to 2.15) splits what a plugin
+//     of an active check printed (PluginCheckTask, then PluginUtility's
+//     ParseCheckOutput and SplitPerfdata), so that a passive result reads
+//     back as the active check of the same bytes would: see
+//     splitPluginOutput and splitPerfdata.
 //   - A service's return code outside 0..3 becomes 3 (UNKNOWN), as Icinga
 //     would read it anyway. A host's 0 stays 0 (UP) and everything else
 //     becomes 1 (DOWN): Icinga refuses other host codes, and 2
@@ -78,59 +75,101 @@ func IcingaRequest(it Item, checkSource string) []byte {
 	return b
 }
 
-// splitPluginOutput splits raw plugin output into Icinga's plugin_output
-// and performance_data by Nagios's rule, see IcingaRequest.
+// icingaSpace is what boost's trim functions, which Icinga uses, take for
+// blanks: isspace in the C locale.
+const icingaSpace = " \t\n\v\f\r"
+
+// splitPluginOutput splits raw plugin output into plugin_output and the
+// performance data items the way Icinga 2 splits an active check's:
+//   - The output loses its leading and trailing blanks.
+//   - It is cut into lines at every CR and every LF (so CRLF makes an
+//     empty line between the two).
+//   - A line with a `|` followed somewhere by a `=` gives the text before
+//     the `|` (blanks before it kept) to the output and the rest to the
+//     performance data, joined with a space; any other line, `|` and all,
+//     is output. Nagios's rule that a `|` after the first line starts
+//     performance data that runs to the end does not apply.
+//   - Lines are joined with LF, but an empty line is dropped as long as the
+//     output is still empty (leading empty text).
+//
+// Then the performance data loses its leading and trailing blanks and is
+// split by splitPerfdata.
 func splitPluginOutput(out string) (text string, perf []string) {
-	lines := strings.Split(out, "\n")
-	var b strings.Builder
-	var perfText []string
-	inPerf := false
-	for i, line := range lines {
-		line = strings.TrimSuffix(line, "\r")
-		if inPerf {
-			perfText = append(perfText, line)
-			continue
+	out = strings.Trim(out, icingaSpace)
+	var tb, pb strings.Builder
+	rest := out
+	for {
+		end := strings.IndexAny(rest, "\r\n")
+		line := rest
+		if end >= 0 {
+			line = rest[:end]
 		}
-		if j := strings.IndexByte(line, '|'); j >= 0 {
-			perfText = append(perfText, line[j+1:])
-			line = strings.TrimRight(line[:j], " \t")
-			// Nagios: after the first line, a `|` starts performance data
-			// that runs to the end of the output.
-			inPerf = i > 0
+		if tb.Len() > 0 {
+			tb.WriteByte('\n')
 		}
-		if i > 0 {
-			b.WriteByte('\n')
+		if bar := strings.IndexByte(line, '|'); bar >= 0 && strings.IndexByte(line[bar:], '=') >= 0 {
+			tb.WriteString(line[:bar])
+			if pb.Len() > 0 {
+				pb.WriteByte(' ')
+			}
+			pb.WriteString(line[bar+1:])
+		} else {
+			tb.WriteString(line)
 		}
-		b.WriteString(line)
+		if end < 0 {
+			break
+		}
+		rest = rest[end+1:]
 	}
-	text = strings.TrimRight(b.String(), "\n")
-	return text, splitPerfdata(strings.Join(perfText, " "))
+	return tb.String(), splitPerfdata(strings.Trim(pb.String(), icingaSpace))
 }
 
-// splitPerfdata splits performance data at blanks outside single quotes.
-// A quote inside a quoted label is written as two quotes, which toggle
-// twice and so need no special case.
-func splitPerfdata(s string) []string {
-	var out []string
-	start, quoted := -1, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\'':
-			quoted = !quoted
-		case !quoted && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			if start >= 0 {
-				out = append(out, s[start:i])
-				start = -1
-			}
-			continue
+// splitPerfdata splits performance data into items as Icinga 2 does
+// (never nil, so that an empty list is sent as []):
+//   - Each item is a label up to the next `=` (leading blanks trimmed), and
+//     a value from there to the next space. A label quoted with single
+//     quotes loses them, and gets them back if it holds a space.
+//   - Text without a `=` is no item of its own: it becomes the start of
+//     the next item's label (`foo a=1` is the one item `'foo a'=1`), or is
+//     dropped at the end.
+//   - A label with `::` (check_multi's `check::label`) sets a prefix that
+//     the labels after it without `::` get, up to the next label with one.
+func splitPerfdata(p string) []string {
+	out := []string{}
+	prefix := ""
+	for begin := 0; begin < len(p); {
+		eq := strings.IndexByte(p[begin:], '=')
+		if eq < 0 {
+			break
 		}
-		if start < 0 {
-			start = i
+		eq += begin
+		label := strings.TrimLeft(p[begin:eq], icingaSpace)
+		if len(label) > 2 && label[0] == '\'' && label[len(label)-1] == '\'' {
+			label = label[1 : len(label)-1]
 		}
-	}
-	if start >= 0 {
-		out = append(out, s[start:])
+		multi := strings.LastIndex(label, "::")
+		if multi >= 0 {
+			prefix = ""
+		}
+		sp := strings.IndexByte(p[eq:], ' ')
+		if sp < 0 {
+			sp = len(p)
+		} else {
+			sp += eq
+		}
+		value := p[eq+1 : sp]
+		if prefix != "" {
+			label = prefix + "::" + label
+		}
+		if strings.IndexByte(label, ' ') >= 0 {
+			out = append(out, "'"+label+"'="+value)
+		} else {
+			out = append(out, label+"="+value)
+		}
+		if multi >= 0 {
+			prefix = label[:multi]
+		}
+		begin = sp + 1
 	}
 	return out
 }

@@ -59,14 +59,15 @@ func TestIcingaRequestService(t *testing.T) {
 func TestIcingaRequestHost(t *testing.T) {
 	got := decodeRequest(t, IcingaRequest(item(1762153445, "web01", "", 1, "PING CRITICAL - Packet loss = 100%"), "nsca1"))
 	want := map[string]any{
-		"type":            "Host",
-		"host":            "web01",
-		"exit_status":     1.0,
-		"plugin_output":   "PING CRITICAL - Packet loss = 100%",
-		"check_source":    "nsca1",
-		"execution_start": 1762153445.0,
-		"execution_end":   1762153445.0,
-		"verbose":         true,
+		"type":             "Host",
+		"host":             "web01",
+		"exit_status":      1.0,
+		"plugin_output":    "PING CRITICAL - Packet loss = 100%",
+		"check_source":     "nsca1",
+		"execution_start":  1762153445.0,
+		"execution_end":    1762153445.0,
+		"performance_data": []any{},
+		"verbose":          true,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %v\nwant %v", got, want)
@@ -75,10 +76,12 @@ func TestIcingaRequestHost(t *testing.T) {
 
 // TestIcingaRequestOptional: without a receipt time or a check source the
 // fields are left out (Icinga fills in its own), an empty output is still
-// sent (plugin_output is required), and no performance data means no field.
+// sent (plugin_output is required), and no performance data is [], as
+// Icinga stores it for a plugin that printed none.
 func TestIcingaRequestOptional(t *testing.T) {
 	got := decodeRequest(t, IcingaRequest(item(0, "h", "s", 0, ""), ""))
-	want := map[string]any{"type": "Service", "service": "h!s", "exit_status": 0.0, "plugin_output": "", "verbose": true}
+	want := map[string]any{"type": "Service", "service": "h!s", "exit_status": 0.0, "plugin_output": "",
+		"performance_data": []any{}, "verbose": true}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %v\nwant %v", got, want)
 	}
@@ -99,28 +102,36 @@ func TestIcingaRequestReturnCodes(t *testing.T) {
 	}
 }
 
+// TestIcingaSplitOutput: the output is split as Icinga 2 splits an active
+// check's (PluginUtility::ParseCheckOutput and SplitPerfdata); the tests
+// in package tests compare with a real Icinga.
 func TestIcingaSplitOutput(t *testing.T) {
+	none := []string{}
 	for _, c := range []struct {
 		name, in, text string
 		perf           []string
 	}{
-		{"plain", "OK - all fine", "OK - all fine", nil},
-		{"empty", "", "", nil},
-		{"perfdata", "OK - fine | a=1;2;3 b=2ms", "OK - fine", []string{"a=1;2;3", "b=2ms"}},
+		{"plain", "OK - all fine", "OK - all fine", none},
+		{"empty", "", "", none},
+		{"blanks before the pipe stay", "OK - fine | a=1;2;3 b=2ms", "OK - fine ", []string{"a=1;2;3", "b=2ms"}},
 		{"no text", "|a=1", "", []string{"a=1"}},
-		{"empty perfdata", "OK |", "OK", nil},
+		{"a pipe without = is output", "OK |", "OK |", none},
 		{"blanks between", "OK|  a=1 \t b=2  ", "OK", []string{"a=1", "b=2"}},
 		{"quoted labels", "OK|'my label'=1ms;2;3 'it''s here'=4 x=5",
 			"OK", []string{"'my label'=1ms;2;3", "'it''s here'=4", "x=5"}},
+		{"quotes dropped without a space", "OK|'label'=1", "OK", []string{"label=1"}},
+		{"a token without = joins the next label", "OK|foo a=1 bar", "OK", []string{"'foo a'=1"}},
+		{"check_multi prefix", "OK|c1::a=1 b=2 c2::x=3 y=4", "OK", []string{"c1::a=1", "c1::b=2", "c2::x=3", "c2::y=4"}},
 		{"second pipe on the first line is perfdata", "a|b|c=1", "a", []string{"b|c=1"}},
-		{"long output", "CRIT - disk\n/ 95%\n/var 80%", "CRIT - disk\n/ 95%\n/var 80%", nil},
-		{"trailing newlines", "CRIT\nlong\n\n", "CRIT\nlong", nil},
-		{"perfdata in long output runs to the end",
+		{"long output", "CRIT - disk\n/ 95%\n/var 80%", "CRIT - disk\n/ 95%\n/var 80%", none},
+		{"outer blanks trimmed", "\n  CRIT\nlong\n\n ", "CRIT\nlong", none},
+		{"perfdata only on lines with a pipe",
 			"DISK OK|/=1\nline two\nline three|/var=2\n/home=3\n'a b'=4",
-			"DISK OK\nline two\nline three", []string{"/=1", "/var=2", "/home=3", "'a b'=4"}},
+			"DISK OK\nline two\nline three\n/home=3\n'a b'=4", []string{"/=1", "/var=2"}},
 		{"long output after first-line perfdata", "OK|a=1\nmore text\nand more", "OK\nmore text\nand more", []string{"a=1"}},
-		{"pipe opening a long output line", "OK\n|a=1", "OK", []string{"a=1"}},
-		{"CRLF", "OK|a=1\r\nlong\r\n", "OK\nlong", []string{"a=1"}},
+		{"pipe opening a long output line", "OK\n|a=1", "OK\n", []string{"a=1"}},
+		{"leading empty text is dropped", "|a=1\nOK", "OK", []string{"a=1"}},
+		{"CR and LF each end a line", "OK|a=1\r\nlong\r\n", "OK\n\nlong", []string{"a=1"}},
 		{"backslashes stay", `C:\ is full\n|x=1`, `C:\ is full\n`, []string{"x=1"}},
 	} {
 		text, perf := splitPluginOutput(c.in)

@@ -1,0 +1,350 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang/glog"
+
+	"nsca_fast/stages/counters"
+	"nsca_fast/stages/emit/queue"
+)
+
+// ErrDurableFull wraps the results a durable queue could not take
+// (queue_max_bytes reached, or the disk failed): they go to the fallback.
+var ErrDurableFull = errors.New("sink: durable queue cannot take more")
+
+// Pacing of the goroutine that delivers what waits on disk.
+const (
+	// drainBatch is how many queued results one delivery attempt carries.
+	drainBatch = 256
+	// After an attempt that left results undelivered, the next waits from
+	// drainFirstWait, doubling up to drainMaxWait: the engine is down, and
+	// the remote sinks back off on their own too.
+	drainFirstWait = 200 * time.Millisecond
+	drainMaxWait   = 2 * time.Second
+	// reopenEvery spaces attempts at a queue directory another pipeline
+	// still holds (the previous one draining after a reload).
+	reopenEvery = time.Second
+)
+
+// DurableConfig configures a durable queue in front of a remote sink.
+type DurableConfig struct {
+	// Dir is the queue's own directory (queue_directory/<name>[-<slot>]).
+	Dir string
+	// MaxBytes bounds the queue on disk (queue_max_bytes); Fsync is
+	// queue_fsync.
+	MaxBytes int64
+	Fsync    queue.Fsync
+	// Stats and Log, when set, report the queue (RegisterDurable) and log
+	// what happens to it.
+	Stats *counters.Stats
+	Log   *counters.RateLog
+}
+
+// Durable keeps the results its remote sink cannot deliver at once in a
+// durable disk queue (package queue) and delivers them, in order, once the
+// engine takes them again, across restarts and kill -9.
+//
+// While the queue is empty, Write delivers straight to the sink: with the
+// engine up, the queue costs one check of its size per batch. What the sink
+// leaves undelivered, and every result while the queue is not empty (so
+// that no result overtakes an older one of its service), is appended to the
+// queue, which a goroutine of its own delivers from. A result leaves the
+// queue only once the engine accepted it (or refused it for good, as a 404
+// of Icinga's for an unknown object: no retry could help). What the queue
+// cannot take (MaxBytes) is returned undelivered, for the fallback.
+//
+// Results appended count as emitted by the chain; those an engine refuses
+// for good later, out of the queue, also count as dropped by the sink.
+type Durable struct {
+	inner Sink
+	cfg   DurableConfig
+	name  string
+
+	mu       sync.Mutex // guards q, nextOpen and the drainer's start
+	q        *queue.Queue
+	nextOpen time.Time
+	stop     chan struct{}
+	drained  chan struct{} // closed when the drainer has returned
+
+	// deliverMu makes the caller of Write and the drainer take turns with
+	// inner, whose Write is not safe for concurrent use. By design they
+	// never overlap (Write delivers only while the queue is empty, the
+	// drainer only while it is not); the lock keeps it so if that changes.
+	deliverMu sync.Mutex
+
+	refused  uint64 // by inner, during Write's direct deliveries
+	replayed atomic.Uint64
+	corrupt  atomic.Uint64 // records that verified but did not decode
+
+	// Write's scratch space: encoded records and slices of them.
+	buf  []byte
+	recs [][]byte
+}
+
+// NewDurable opens the queue in cfg.Dir in front of inner. A directory
+// held by another pipeline of this daemon (the previous one, still
+// draining after a reload) is opened later, once free: until then results
+// that inner cannot deliver go to the fallback.
+func NewDurable(inner Sink, cfg DurableConfig) (*Durable, error) {
+	d := &Durable{inner: inner, cfg: cfg, name: inner.Name(), stop: make(chan struct{}), drained: make(chan struct{})}
+	if err := d.open(); err != nil && !errors.Is(err, queue.ErrLocked) {
+		return nil, err
+	}
+	if cfg.Stats != nil {
+		cfg.Stats.RegisterDurable(d.name, d.Stats)
+	}
+	return d, nil
+}
+
+// open opens the queue and starts the drainer; d.mu is held or d is not
+// shared yet.
+func (d *Durable) open() error {
+	d.nextOpen = time.Now().Add(reopenEvery)
+	q, err := queue.Open(d.cfg.Dir, queue.Options{MaxBytes: d.cfg.MaxBytes, Fsync: d.cfg.Fsync})
+	if err != nil {
+		if d.cfg.Log != nil {
+			d.cfg.Log.Warningf("durable:"+d.name, "%s: durable queue %s not open: %v; undelivered results go to the fallback meanwhile", d.name, d.cfg.Dir, err)
+		}
+		return fmt.Errorf("sink: %s: %w", d.name, err)
+	}
+	d.q = q
+	if st := q.Stats(); st.Records > 0 {
+		glog.Infof("%s: %d results (%d bytes) queued in %s since %s: delivering them", d.name, st.Records, st.Bytes, d.cfg.Dir, st.Oldest.Format(time.RFC3339))
+	}
+	go d.drain(q)
+	return nil
+}
+
+// queue returns the open queue, trying again to open a held one.
+func (d *Durable) queue() *queue.Queue {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.q == nil && time.Now().After(d.nextOpen) {
+		select {
+		case <-d.stop:
+		default:
+			d.open()
+		}
+	}
+	return d.q
+}
+
+// Name is the sink's own: results queued count as its.
+func (d *Durable) Name() string { return d.name }
+
+// Refused is what the sink refused for good during direct deliveries, for
+// the chain's accounting (see refusingSink in package stages).
+func (d *Durable) Refused() uint64 { return d.refused }
+
+// Write delivers items directly while the queue is empty and queues the
+// rest; items[:n] were delivered or queued, items[n:] (the queue was full)
+// are for the fallback. See Durable.
+func (d *Durable) Write(items []Item) (int, error) {
+	q := d.queue()
+	if q == nil {
+		return d.direct(items)
+	}
+	n := 0
+	var why error
+	if q.Stats().Records == 0 {
+		if n, why = d.direct(items); n == len(items) {
+			return n, nil
+		}
+		if d.cfg.Log != nil {
+			d.cfg.Log.Warningf("durable:"+d.name, "%s: %d results queued on disk until the engine takes them: %v", d.name, len(items)-n, why)
+		}
+	}
+	k, err := d.append(q, items[n:])
+	if n+k == len(items) {
+		return n + k, nil
+	}
+	if d.cfg.Log != nil {
+		d.cfg.Log.Warningf("durable-full:"+d.name, "%s: durable queue %s: %d results go to the fallback: %v", d.name, d.cfg.Dir, len(items)-n-k, err)
+	}
+	return n + k, fmt.Errorf("%w: %w", ErrDurableFull, err)
+}
+
+// direct writes items through inner, counting its refusals.
+func (d *Durable) direct(items []Item) (int, error) {
+	d.deliverMu.Lock()
+	defer d.deliverMu.Unlock()
+	f, refuses := d.inner.(interface{ Refused() uint64 })
+	var before uint64
+	if refuses {
+		before = f.Refused()
+	}
+	n, err := d.inner.Write(items)
+	if refuses {
+		d.refused += f.Refused() - before
+	}
+	return n, err
+}
+
+// append queues items in order and returns how many, from the first, were
+// stored.
+func (d *Durable) append(q *queue.Queue, items []Item) (int, error) {
+	d.buf, d.recs = d.buf[:0], d.recs[:0]
+	for _, it := range items {
+		start := len(d.buf)
+		d.buf = appendRecord(d.buf, it)
+		d.recs = append(d.recs, d.buf[start:len(d.buf):len(d.buf)])
+	}
+	// d.buf may have moved while growing: slice the records again.
+	off := 0
+	for i, r := range d.recs {
+		d.recs[i] = d.buf[off : off+len(r) : off+len(r)]
+		off += len(r)
+	}
+	n, err := q.Append(d.recs...)
+	clear(d.recs) // keep no reference into buf beyond what it holds
+	return n, err
+}
+
+// drain delivers queued results in order until Close, acknowledging each
+// run of them the engine accepted.
+func (d *Durable) drain(q *queue.Queue) {
+	defer close(d.drained)
+	// done marks, from the first unacknowledged record, the ones already
+	// delivered: a batch can fail for one service and succeed for others,
+	// and only its delivered prefix can be acknowledged.
+	var done []bool
+	var items []Item
+	var index []int
+	wait := time.Duration(0)
+	for {
+		select {
+		case <-d.stop:
+			return
+		default:
+		}
+		recs, err := q.Peek(drainBatch)
+		if len(recs) == 0 {
+			if errors.Is(err, queue.ErrClosed) {
+				return
+			}
+			select {
+			case <-q.Ready():
+			case <-d.stop:
+				return
+			}
+			continue
+		}
+		for len(done) < len(recs) {
+			done = append(done, false)
+		}
+		items, index = items[:0], index[:0]
+		for i, r := range recs {
+			if done[i] {
+				continue
+			}
+			it, err := decodeRecord(r.Data)
+			if err != nil {
+				d.corrupt.Add(1)
+				if d.cfg.Log != nil {
+					d.cfg.Log.Warningf("durable-corrupt:"+d.name, "%s: durable queue %s: skipping a record: %v", d.name, d.cfg.Dir, err)
+				}
+				done[i] = true
+				continue
+			}
+			items, index = append(items, it), append(index, i)
+		}
+		consumed, err := d.deliverMarked(items)
+		delivered := 0
+		for j, ok := range consumed {
+			if ok {
+				done[index[j]] = true
+				delivered++
+			}
+		}
+		d.replayed.Add(uint64(delivered))
+		p := 0
+		for p < len(recs) && done[p] {
+			p++
+		}
+		if aerr := q.Ack(p); aerr != nil {
+			glog.Errorf("%s: durable queue %s: %v", d.name, d.cfg.Dir, aerr)
+			if errors.Is(aerr, queue.ErrClosed) {
+				return
+			}
+		}
+		done = append(done[:0], done[p:len(recs)]...)
+		clear(items) // drop the outputs until the next batch
+		if p == len(recs) {
+			wait = 0
+			continue
+		}
+		wait = min(max(2*wait, drainFirstWait), drainMaxWait)
+		if d.cfg.Log != nil && err != nil {
+			d.cfg.Log.Warningf("durable-wait:"+d.name, "%s: %d results wait on disk: %v", d.name, q.Stats().Records, err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-d.stop:
+			return
+		}
+	}
+}
+
+// markingSink is a sink that can say which items of a batch it consumed
+// without reordering them: Icinga's, which posts objects in parallel.
+type markingSink interface {
+	writeMarked(items []Item, consumed []bool) error
+}
+
+// deliverMarked writes items through inner and reports which it consumed.
+func (d *Durable) deliverMarked(items []Item) ([]bool, error) {
+	consumed := make([]bool, len(items))
+	if len(items) == 0 {
+		return consumed, nil
+	}
+	d.deliverMu.Lock()
+	defer d.deliverMu.Unlock()
+	if m, ok := d.inner.(markingSink); ok {
+		return consumed, m.writeMarked(items, consumed)
+	}
+	n, err := d.inner.Write(items)
+	for i := range n {
+		consumed[i] = true
+	}
+	return consumed, err
+}
+
+// Stats reports the queue for the statistics and metrics.
+func (d *Durable) Stats() counters.DurableQueue {
+	d.mu.Lock()
+	q := d.q
+	d.mu.Unlock()
+	st := counters.DurableQueue{Replayed: d.replayed.Load(), Corrupt: d.corrupt.Load()}
+	if q != nil {
+		qs := q.Stats()
+		st.Results, st.Bytes, st.OldestSeconds = qs.Records, qs.Bytes, qs.OldestAge.Seconds()
+		st.Corrupt += uint64(qs.Corrupt)
+	}
+	return st
+}
+
+// Close stops the delivery from disk (what is queued stays there for the
+// next start), closes the queue and the sink.
+func (d *Durable) Close() error {
+	d.mu.Lock()
+	select {
+	case <-d.stop:
+		d.mu.Unlock()
+		return nil
+	default:
+	}
+	close(d.stop)
+	q := d.q
+	d.mu.Unlock()
+	var err error
+	if q != nil {
+		<-d.drained
+		err = q.Close()
+	}
+	return errors.Join(err, d.inner.Close())
+}

@@ -1,0 +1,377 @@
+package sink
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"nsca_fast/conf"
+	"nsca_fast/stages/codec"
+)
+
+// Errors of Replay.
+var (
+	// ErrReplayInput wraps a file that cannot be read as a dump file or a
+	// spool directory.
+	ErrReplayInput = errors.New("sink: replay: unreadable input")
+	// ErrReplayNoRemote: the configuration has no remote destination to
+	// replay into.
+	ErrReplayNoRemote = errors.New("sink: replay: no remote destination configured (icinga2_api_url, gearman_server)")
+	// ErrReplayUndelivered: some results were not taken by every remote
+	// destination within the time allowed.
+	ErrReplayUndelivered = errors.New("sink: replay: results left undelivered")
+)
+
+// ReplayReport is what Replay did, per input and per destination.
+type ReplayReport struct {
+	// Read is the results found; Skipped the lines or files that hold none
+	// (comments, other commands, damage), with a reason each.
+	Read    int
+	Skipped []string
+	// Delivered counts, per destination, the results it took (Icinga 2's
+	// refusals for good, such as an unknown object, included: see
+	// Refused); Left counts what it had not taken when Replay gave up.
+	Delivered, Left, Refused map[string]int
+	// Removed is the spool files removed because every destination took
+	// their result.
+	Removed int
+}
+
+// String is the report's one line.
+func (r ReplayReport) String() string {
+	var parts []string
+	for _, name := range replayKeys(r.Delivered, r.Left) {
+		parts = append(parts, fmt.Sprintf("%s: delivered=%d refused=%d left=%d", name, r.Delivered[name], r.Refused[name], r.Left[name]))
+	}
+	return fmt.Sprintf("read=%d skipped=%d removed_spool_files=%d; %s", r.Read, len(r.Skipped), r.Removed, strings.Join(parts, "; "))
+}
+
+func replayKeys(ms ...map[string]int) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range ms {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ReplayPatience is how long --replay keeps trying a destination that does
+// not take a batch before it gives up and reports what was left.
+const ReplayPatience = time.Minute
+
+// replayBatch is how many results one write to a destination carries.
+const replayBatch = 256
+
+// Replay feeds the results of path, an alternate_dump_file (command lines)
+// or a check_result_path spool directory written by a fallback, through
+// the remote destinations cfg configures (Icinga 2's API, Gearman),
+// directly, without their durable queues. A destination that does not
+// take a batch is tried again with a doubling wait for up to patience;
+// then Replay stops and reports what was left. Spool files whose result
+// every destination took are removed, so that a second replay does not
+// send them again; a dump file is left as it is, for the operator to
+// remove once the report shows nothing left.
+func Replay(cfg *conf.Config, path string, patience time.Duration) (ReplayReport, error) {
+	rep := ReplayReport{Delivered: map[string]int{}, Left: map[string]int{}, Refused: map[string]int{}}
+	items, files, err := readReplayInput(path, &rep)
+	if err != nil {
+		return rep, err
+	}
+	var sinks []Sink
+	if cfg.Icinga2URL != "" {
+		s, err := newIcinga(cfg, nil, nil)
+		if err != nil {
+			return rep, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		sinks = append(sinks, s)
+	}
+	if cfg.GearmanServers != "" {
+		s, err := newGearman(cfg)
+		if err != nil {
+			closeSinks(sinks)
+			return rep, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		sinks = append(sinks, s)
+	}
+	defer closeSinks(sinks)
+	if len(sinks) == 0 {
+		return rep, ErrReplayNoRemote
+	}
+	// taken[i] counts the destinations that took items[i].
+	taken := make([]int, len(items))
+	var errs []error
+	for _, s := range sinks {
+		if err := replayInto(s, items, taken, patience, &rep); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, f := range files {
+		if f != "" && taken[i] == len(sinks) {
+			if os.Remove(f) == nil {
+				os.Remove(f + ".ok")
+				rep.Removed++
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return rep, fmt.Errorf("%w: %w", ErrReplayUndelivered, errors.Join(errs...))
+	}
+	return rep, nil
+}
+
+// replayInto writes items through s in order, batch by batch.
+func replayInto(s Sink, items []Item, taken []int, patience time.Duration, rep *ReplayReport) error {
+	f, refuses := s.(interface{ Refused() uint64 })
+	var refusedBefore uint64
+	if refuses {
+		refusedBefore = f.Refused()
+	}
+	defer func() {
+		if refuses {
+			rep.Refused[s.Name()] = int(f.Refused() - refusedBefore)
+		}
+	}()
+	for start := 0; start < len(items); {
+		end := min(start+replayBatch, len(items))
+		batch := append([]Item(nil), items[start:end]...)
+		idx := make([]int, len(batch))
+		for i := range idx {
+			idx[i] = start + i
+		}
+		deadline := time.Now().Add(patience)
+		wait := 250 * time.Millisecond
+		for len(batch) > 0 {
+			consumed := make([]bool, len(batch))
+			var err error
+			if m, ok := s.(markingSink); ok {
+				err = m.writeMarked(batch, consumed)
+			} else {
+				var n int
+				n, err = s.Write(batch)
+				for i := range n {
+					consumed[i] = true
+				}
+			}
+			var restB []Item
+			var restI []int
+			for i, ok := range consumed {
+				if ok {
+					taken[idx[i]]++
+					rep.Delivered[s.Name()]++
+				} else {
+					restB, restI = append(restB, batch[i]), append(restI, idx[i])
+				}
+			}
+			batch, idx = restB, restI
+			if len(batch) == 0 {
+				break
+			}
+			if time.Now().Add(wait).After(deadline) {
+				rep.Left[s.Name()] = len(batch) + len(items) - end
+				return fmt.Errorf("%s: %w", s.Name(), err)
+			}
+			time.Sleep(wait)
+			wait = min(2*wait, 5*time.Second)
+		}
+		start = end
+	}
+	return nil
+}
+
+// readReplayInput reads a dump file or a spool directory; files[i] is the
+// spool file items[i] came from ("" for a dump file).
+func readReplayInput(path string, rep *ReplayReport) (items []Item, files []string, err error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrReplayInput, err)
+	}
+	if !info.IsDir() {
+		items, err = readDump(path, rep)
+		return items, make([]string, len(items)), err
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrReplayInput, err)
+	}
+	type spooled struct {
+		it   Item
+		file string
+	}
+	var all []spooled
+	for _, e := range entries {
+		name := e.Name()
+		// The core reads c?????? files that have a .ok beside them; the
+		// spool sink writes those, and "t" files only while writing.
+		if !strings.HasPrefix(name, "c") || strings.HasSuffix(name, ".ok") || !e.Type().IsRegular() {
+			continue
+		}
+		file := filepath.Join(path, name)
+		if _, err := os.Stat(file + ".ok"); err != nil {
+			rep.Skipped = append(rep.Skipped, name+": no .ok file")
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			rep.Skipped = append(rep.Skipped, name+": "+err.Error())
+			continue
+		}
+		it, err := parseSpool(string(data))
+		if err != nil {
+			rep.Skipped = append(rep.Skipped, name+": "+err.Error())
+			continue
+		}
+		all = append(all, spooled{it, file})
+	}
+	// File names are random: the receipt time orders them, which keeps the
+	// results of one service in order to the second.
+	sort.SliceStable(all, func(i, j int) bool { return all[i].it.Time < all[j].it.Time })
+	for _, s := range all {
+		items, files = append(items, s.it), append(files, s.file)
+	}
+	rep.Read = len(items)
+	return items, files, nil
+}
+
+// readDump reads the command lines of a dump file.
+func readDump(path string, rep *ReplayReport) ([]Item, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReplayInput, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var items []Item
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		it, err := parseCommand(line)
+		if err != nil {
+			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s:%d: %v", path, n, err))
+			continue
+		}
+		items = append(items, it)
+	}
+	if err := sc.Err(); err != nil {
+		return items, fmt.Errorf("%w: %s: %w", ErrReplayInput, path, err)
+	}
+	rep.Read = len(items)
+	return items, nil
+}
+
+// parseCommand is AppendCommand's inverse:
+// "[time] PROCESS_SERVICE_CHECK_RESULT;host;service;code;output" or
+// "[time] PROCESS_HOST_CHECK_RESULT;host;code;output".
+func parseCommand(line string) (Item, error) {
+	rest, ok := strings.CutPrefix(line, "[")
+	ts, rest, ok2 := strings.Cut(rest, "] ")
+	if !ok || !ok2 {
+		return Item{}, errors.New("not an external command line")
+	}
+	t, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return Item{}, fmt.Errorf("bad time %q", ts)
+	}
+	cmd, args, _ := strings.Cut(rest, ";")
+	var r codec.Result
+	var code string
+	switch cmd {
+	case "PROCESS_SERVICE_CHECK_RESULT":
+		f := strings.SplitN(args, ";", 4)
+		if len(f) != 4 {
+			return Item{}, errors.New("too few fields")
+		}
+		r.Host, r.Service, code, r.Output = f[0], f[1], f[2], f[3]
+	case "PROCESS_HOST_CHECK_RESULT":
+		f := strings.SplitN(args, ";", 3)
+		if len(f) != 3 {
+			return Item{}, errors.New("too few fields")
+		}
+		r.Host, code, r.Output = f[0], f[1], f[2]
+	default:
+		return Item{}, fmt.Errorf("not a check result: %q", cmd)
+	}
+	rc, err := strconv.ParseInt(code, 10, 16)
+	if err != nil {
+		return Item{}, fmt.Errorf("bad return code %q", code)
+	}
+	r.ReturnCode, r.Output = int16(rc), unescapeOutput(r.Output)
+	r.Timestamp = uint32(t)
+	return Item{Result: r, Time: t}, nil
+}
+
+// parseSpool is AppendSpool's inverse.
+func parseSpool(text string) (Item, error) {
+	var it Item
+	var haveCode, haveHost bool
+	for _, line := range strings.Split(text, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		switch k {
+		case "host_name":
+			it.Result.Host, haveHost = v, true
+		case "service_description":
+			it.Result.Service = v
+		case "start_time":
+			sec, _, _ := strings.Cut(v, ".")
+			t, err := strconv.ParseInt(sec, 10, 64)
+			if err != nil {
+				return it, fmt.Errorf("bad start_time %q", v)
+			}
+			it.Time, it.Result.Timestamp = t, uint32(t)
+		case "return_code":
+			rc, err := strconv.ParseInt(v, 10, 16)
+			if err != nil {
+				return it, fmt.Errorf("bad return_code %q", v)
+			}
+			it.Result.ReturnCode, haveCode = int16(rc), true
+		case "output":
+			it.Result.Output = unescapeOutput(v)
+		}
+	}
+	if !haveHost || !haveCode {
+		return it, errors.New("not a check result file")
+	}
+	return it, nil
+}
+
+// unescapeOutput is appendEscaped's inverse (`\\` and `\n`, as the core
+// reads them); any other backslash stays.
+func unescapeOutput(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case '\\':
+				b.WriteByte('\\')
+				i++
+				continue
+			case 'n':
+				b.WriteByte('\n')
+				i++
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
