@@ -1,21 +1,28 @@
 package counters
 
 import (
+	"bytes"
+	"cmp"
 	"net/http"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"slices"
+	"strconv"
+	"strings"
 )
 
-// MetricsHandler serves Prometheus metrics read from snapshot at scrape
-// time, so metrics cost the pipeline nothing between scrapes. method labels
-// the decryption time (for example "tripledes").
+// MetricsHandler serves Prometheus metrics in the text exposition format,
+// read from snapshot at scrape time, so metrics cost the pipeline nothing
+// between scrapes. method labels the decryption time (for example
+// "tripledes"). It writes the format itself: the Prometheus client library
+// and its protobuf dependency made up a third of the binary, whose pages
+// every worker process maps.
 func MetricsHandler(snapshot func() Snapshot, method string) http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&collector{snapshot: snapshot, method: method},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	c := &collector{snapshot: snapshot, method: method}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		var e exposition
+		c.collect(&e)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Write(e.bytes())
+	})
 }
 
 type collector struct {
@@ -23,8 +30,68 @@ type collector struct {
 	method   string
 }
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("nsca_"+name, help, labels, nil)
+// metricDesc is one metric family: its name, help text and label names.
+type metricDesc struct {
+	name, help string
+	labels     []string
+}
+
+func desc(name, help string, labels ...string) *metricDesc {
+	return &metricDesc{name: "nsca_" + name, help: help, labels: labels}
+}
+
+// exposition accumulates samples in the text format. The samples of one
+// family are written together under one HELP and TYPE, in the order the
+// families were first given samples, however the samples were interleaved.
+type exposition struct {
+	order   []*metricDesc
+	kinds   map[*metricDesc]string
+	samples map[*metricDesc]*bytes.Buffer
+}
+
+func (e *exposition) sample(d *metricDesc, kind string, v float64, labelValues []string) {
+	if e.samples == nil {
+		e.kinds, e.samples = map[*metricDesc]string{}, map[*metricDesc]*bytes.Buffer{}
+	}
+	b, ok := e.samples[d]
+	if !ok {
+		b = new(bytes.Buffer)
+		e.order, e.kinds[d], e.samples[d] = append(e.order, d), kind, b
+	}
+	b.WriteString(d.name)
+	for i, l := range d.labels {
+		sep := ","
+		if i == 0 {
+			sep = "{"
+		}
+		b.WriteString(sep + l + "=" + strconv.Quote(labelValues[i]))
+	}
+	if len(d.labels) > 0 {
+		b.WriteByte('}')
+	}
+	b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
+}
+
+// bytes renders every family.
+func (e *exposition) bytes() []byte {
+	var out bytes.Buffer
+	help := strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	for _, d := range e.order {
+		out.WriteString("# HELP " + d.name + " " + help.Replace(d.help) + "\n")
+		out.WriteString("# TYPE " + d.name + " " + e.kinds[d] + "\n")
+		out.Write(e.samples[d].Bytes())
+	}
+	return out.Bytes()
+}
+
+// sortedKeys gives a family's samples a stable order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp.Compare)
+	return keys
 }
 
 var (
@@ -52,18 +119,11 @@ var (
 	descDecrypt     = desc("decrypt_seconds_total", "Time spent decrypting, by method.", "method")
 )
 
-// Describe sends the descriptions of every metric.
-func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
-
-// Collect sends the current values.
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
+// collect writes the current values.
+func (c *collector) collect(e *exposition) {
 	s := c.snapshot()
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
-	}
+	counter := func(d *metricDesc, v uint64, labels ...string) { e.sample(d, "counter", float64(v), labels) }
+	gauge := func(d *metricDesc, v int64, labels ...string) { e.sample(d, "gauge", float64(v), labels) }
 	counter(descConnections, s.Connections)
 	gauge(descOpen, s.Open)
 	counter(descRefused, s.Refused)
@@ -78,29 +138,35 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descReceived, s.TotalEmitted(), "emitted")
 	counter(descReceived, s.TotalDropped(), "dropped")
 	gauge(descQueued, max(s.Queued(), 0))
-	for k, v := range s.Emitted {
+	for _, k := range sortedKeys(s.Emitted) {
+		v := s.Emitted[k]
 		counter(descEmitted, v, k)
 	}
-	for k, v := range s.Dropped {
+	for _, k := range sortedKeys(s.Dropped) {
+		v := s.Dropped[k]
 		counter(descDropped, v, k)
 	}
-	for k, v := range s.SinkErrors {
+	for _, k := range sortedKeys(s.SinkErrors) {
+		v := s.SinkErrors[k]
 		counter(descSinkErrors, v, k)
 	}
-	for k, v := range s.FellBack {
+	for _, k := range sortedKeys(s.FellBack) {
+		v := s.FellBack[k]
 		counter(descFellBack, v, k)
 	}
-	for k, v := range s.Queues {
+	for _, k := range sortedKeys(s.Queues) {
+		v := s.Queues[k]
 		gauge(descQueue, v, k)
 	}
 	gauge(descHeld, s.Held)
 	counter(descLossy, s.DialectLossy)
-	for k, q := range s.Durable {
+	for _, k := range sortedKeys(s.Durable) {
+		q := s.Durable[k]
 		gauge(descDiskResults, q.Results, k)
 		gauge(descDiskBytes, q.Bytes, k)
-		ch <- prometheus.MustNewConstMetric(descDiskOldest, prometheus.GaugeValue, q.OldestSeconds, k)
+		e.sample(descDiskOldest, "gauge", q.OldestSeconds, []string{k})
 		counter(descReplayed, q.Replayed, k)
 		counter(descCorrupt, q.Corrupt, k)
 	}
-	ch <- prometheus.MustNewConstMetric(descDecrypt, prometheus.CounterValue, float64(s.DecryptNanos)/1e9, c.method)
+	e.sample(descDecrypt, "counter", float64(s.DecryptNanos)/1e9, []string{c.method})
 }
