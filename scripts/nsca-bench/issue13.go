@@ -48,7 +48,7 @@ func printIssue13(w io.Writer, rs []*Result, floor map[string]float64) {
 		{"b", "1 check per connection, 8 clients"},
 		{"a", "20 checks per connection, 8 clients"},
 		{"c3", "3DES, 10 per connection, 4 clients"},
-		{"c14", "method 14 (AES), 10 per connection, 4 clients"},
+		{"c14", "method 14 (AES), 10 per conn., 4 clients"},
 		{"c8", "Blowfish, 10 per connection, 4 clients"},
 	}
 	for _, cr := range cpuRows {

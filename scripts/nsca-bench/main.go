@@ -200,6 +200,10 @@ type Result struct {
 	MachineBusyCores float64 `json:"machine_busy_cores"`
 	OtherCores       float64 `json:"other_cores"`
 	SoftirqCores     float64 `json:"softirq_cores"`
+	// OtherProcsCores is the CPU (in cores) used during the run by the
+	// processes outside the daemon's tree and nsca-bench: other work on the
+	// machine. bench.sh repeats a run where it is high.
+	OtherProcsCores float64 `json:"other_procs_cores"`
 	// LoadAvg is the machine's 1-minute load average at the end of the run:
 	// the daemon and nsca-bench make about 2 of it, the rest is other work
 	// on the machine.
@@ -261,6 +265,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 		cpu0, _, _ = TreeCPU(o.ServerPID)
 	}
 	self0 := selfCPU()
+	others0 := OthersCPU(o.ServerPID)
 	busy0, soft0 := machineCPU()
 	loadStart := time.Now()
 	loadStartClock := clock()
@@ -368,6 +373,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 	lastLine := sink.LastRecv.Load()
 	self1 := selfCPU()
 	busy1, soft1 := machineCPU()
+	others1 := OthersCPU(o.ServerPID)
 	wall := time.Since(loadStart).Seconds()
 	if o.ServerPID > 0 {
 		// Let the server finish with the connections that just closed (stock's
@@ -413,6 +419,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 	}
 	res.MachineBusyCores = (busy1 - busy0).Seconds() / wall
 	res.LoadAvg = loadAvg()
+	res.OtherProcsCores = othersSince(others0, others1).Seconds() / wall
 	res.SoftirqCores = (soft1 - soft0).Seconds() / wall
 	res.OtherCores = res.MachineBusyCores - (self1-self0).Seconds()/wall - res.ServerCPUSec/wall
 	if res.Sent > 0 {

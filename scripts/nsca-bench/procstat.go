@@ -21,6 +21,7 @@ type procInfo struct {
 	// --daemon reaps a child per connection) keeps its children's CPU time
 	// after they are gone.
 	ticks uint64
+	own   uint64 // utime+stime alone
 }
 
 func readStat(pid int) (procInfo, bool) {
@@ -42,7 +43,7 @@ func readStat(pid int) (procInfo, bool) {
 		v, _ := strconv.ParseUint(string(f[n-3]), 10, 64)
 		return v
 	}
-	return procInfo{pid: pid, ppid: int(num(4)), ticks: num(14) + num(15) + num(16) + num(17)}, true
+	return procInfo{pid: pid, ppid: int(num(4)), ticks: num(14) + num(15) + num(16) + num(17), own: num(14) + num(15)}, true
 }
 
 // tree returns root and all its descendants, with their stat.
@@ -76,6 +77,48 @@ func tree(root int) []procInfo {
 		out = append(out, children[out[i].pid]...)
 	}
 	return out
+}
+
+// OthersCPU returns the own CPU time (utime+stime, in ticks) of every live
+// process outside root's tree and other than nsca-bench itself: what the
+// rest of the machine (other people's tests) takes from the daemon and the
+// generator. Processes that end between two calls are missed.
+func OthersCPU(root int) map[int]uint64 {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	skip := map[int]bool{os.Getpid(): true}
+	if root > 0 {
+		for _, p := range tree(root) {
+			skip[p.pid] = true
+		}
+	}
+	out := map[int]uint64{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || skip[pid] {
+			continue
+		}
+		if p, ok := readStat(pid); ok {
+			out[pid] = p.own
+		}
+	}
+	return out
+}
+
+// othersSince is the CPU time the processes of now used since before (a
+// process absent from before counts whole: it began during the run).
+func othersSince(before, now map[int]uint64) time.Duration {
+	var t uint64
+	for pid, v := range now {
+		if b, ok := before[pid]; ok && b <= v {
+			t += v - b
+		} else if !ok {
+			t += v
+		}
+	}
+	return time.Duration(t) * time.Second / clockTicks
 }
 
 // TreeCPU is the CPU time used so far by root and its descendants (live or

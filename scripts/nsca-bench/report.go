@@ -218,10 +218,10 @@ func printReport(w io.Writer, all []*Result, floor map[string]float64) {
 		if r.Rate > 0 {
 			extra += fmt.Sprintf(" paced at %.0f checks/s;", r.Rate)
 		}
-		fmt.Fprintf(w, "%s%-5s %-16s %.0f checks/s, %.2f µs CPU/check, busy/other %.2f/%.2f cores, conns %d, %.1f conn/s, %.2f µs CPU/conn, p99 %.3f ms, max %.3f ms, RSS before %.1f / 1 s in %.1f / end %.1f / peak %.1f MB, up to %d procs, generator %.1f µs CPU/check, loadavg %.2f;%s\n",
+		fmt.Fprintf(w, "%s%-5s %-16s %.0f checks/s, %.2f µs CPU/check, busy/other %.2f/%.2f cores, conns %d, %.1f conn/s, %.2f µs CPU/conn, p99 %.3f ms, max %.3f ms, RSS before %.1f / 1 s in %.1f / end %.1f / peak %.1f MB, up to %d procs, generator %.1f µs CPU/check, other processes %.2f cores, loadavg %.2f;%s\n",
 			mark, workloadID(r), r.Daemon, r.ChecksPerSec, r.CPUUsPerCheck, r.MachineBusyCores, r.OtherCores, r.Connections, float64(r.Connections)/max(r.ElapsedSeconds, 1e-9), r.CPUUsPerConn,
 			r.LatencyP99Ms, r.LatencyMaxMs, mb(r.RSSBeforeKB), mb(r.RSSFirstKB), mb(r.RSSLastKB), mb(r.RSSPeakKB), r.ServerMaxProcs,
-			r.ClientCPUUsPerCheck, r.LoadAvg, extra)
+			r.ClientCPUUsPerCheck, r.OtherProcsCores, r.LoadAvg, extra)
 		if r.SinkFullReads > 0 {
 			fmt.Fprintf(w, "         NOTE: %d reads found the FIFO full: nsca-bench, as the core, fell behind (the daemon waits up to 1 s, then writes to alternate_dump_file)\n", r.SinkFullReads)
 		}
