@@ -138,25 +138,17 @@ func (c *collector) collect(e *exposition) {
 	counter(descReceived, s.TotalEmitted(), "emitted")
 	counter(descReceived, s.TotalDropped(), "dropped")
 	gauge(descQueued, max(s.Queued(), 0))
-	for _, k := range sortedKeys(s.Emitted) {
-		v := s.Emitted[k]
-		counter(descEmitted, v, k)
+	counterFamily := func(d *metricDesc, m map[string]uint64) {
+		for _, k := range sortedKeys(m) {
+			counter(d, m[k], k)
+		}
 	}
-	for _, k := range sortedKeys(s.Dropped) {
-		v := s.Dropped[k]
-		counter(descDropped, v, k)
-	}
-	for _, k := range sortedKeys(s.SinkErrors) {
-		v := s.SinkErrors[k]
-		counter(descSinkErrors, v, k)
-	}
-	for _, k := range sortedKeys(s.FellBack) {
-		v := s.FellBack[k]
-		counter(descFellBack, v, k)
-	}
+	counterFamily(descEmitted, s.Emitted)
+	counterFamily(descDropped, s.Dropped)
+	counterFamily(descSinkErrors, s.SinkErrors)
+	counterFamily(descFellBack, s.FellBack)
 	for _, k := range sortedKeys(s.Queues) {
-		v := s.Queues[k]
-		gauge(descQueue, v, k)
+		gauge(descQueue, s.Queues[k], k)
 	}
 	gauge(descHeld, s.Held)
 	counter(descLossy, s.DialectLossy)

@@ -66,32 +66,11 @@ func TestAppendCommandEscaping(t *testing.T) {
 				t.Errorf("line holds %d newlines", strings.Count(got, "\n"))
 			}
 			// Escaping is the inverse of the core's unescaping.
-			if un := unescape(c.want); un != c.in {
+			if un := unescapeOutput(c.want); un != c.in { // what the core does to the output field, as --replay does
 				t.Errorf("unescape(%q) = %q, want %q", c.want, un, c.in)
 			}
 		})
 	}
-}
-
-// unescape is what the monitoring core does to the output field.
-func unescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			switch s[i+1] {
-			case '\\':
-				b.WriteByte('\\')
-				i++
-				continue
-			case 'n':
-				b.WriteByte('\n')
-				i++
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func TestAppendCommandReturnCodes(t *testing.T) {
