@@ -171,7 +171,9 @@ func gmResult(host, svc string, rc int, output string) string {
 	return s + fmt.Sprintf("start_time=T.0\nfinish_time=T.0\nreturn_code=%d\nsource=nsca_fast\noutput=%s\n", rc, escape(output))
 }
 
-var gmTimes = regexp.MustCompile(`\nstart_time=(\d+)\.0\nfinish_time=(\d+)\.0\n`)
+// gmTimes matches the times, seconds and microseconds: the sink moves a
+// service's time on by a microsecond when its last result had the same.
+var gmTimes = regexp.MustCompile(`\nstart_time=(\d+)\.\d{6}\nfinish_time=(\d+)\.\d{6}\n`)
 
 // gmOpen opens each job body with key (nil: base64 only) and replaces the
 // times, which must be equal and within [lo-1, hi+1], by T.
