@@ -11,8 +11,6 @@ import (
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/golang/glog"
 
@@ -135,10 +133,10 @@ func run(args []string) int {
 		sink.WorkerSlot = worker.Slot // each worker has durable queues of its own
 	}
 	if o.checkOnly {
-		if err := checkPipeline(cfg); err != nil {
+		if err := stages.Check(cfg); err != nil {
 			return proc.Fail(err)
 		}
-		fmt.Println(describeCipher(cfg))
+		fmt.Println(stages.DescribeCipher(cfg))
 		if _, err := proc.ResolveIdentity(cfg.User, cfg.Group); err != nil {
 			return proc.Fail(err)
 		}
@@ -155,10 +153,10 @@ func run(args []string) int {
 	app := &proc.App{
 		Args:     args,
 		Load:     func() (*conf.Config, error) { return loadConfig(o) },
-		Check:    checkPipeline,
+		Check:    stages.Check,
 		New:      func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.New(cfg, lfds) },
-		ServeOne: serveOne,
-		Describe: describe,
+		ServeOne: stages.ServeInetd,
+		Describe: func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
 	}
 	switch {
 	case worker != nil:
@@ -228,60 +226,4 @@ func replay(cfg *conf.Config, path string) int {
 		return 1
 	}
 	return 0
-}
-
-// checkPipeline refuses, before anything serves, what the pipeline could
-// not run with: a cipher libmcrypt cannot open.
-func checkPipeline(cfg *conf.Config) error { return stages.CheckCipher(stages.CipherOf(cfg)) }
-
-// serveOne serves the single connection on fd (inetd).
-func serveOne(cfg *conf.Config, fd int) error {
-	srv, err := stages.New(cfg, nil)
-	if err != nil {
-		return err
-	}
-	return srv.ServeOne(fd)
-}
-
-// describe is the start-up line.
-func describe(cfg *conf.Config) string {
-	m := cfg.Method()
-	addr := cfg.ServerAddress
-	if strings.TrimSpace(addr) == "" {
-		addr = "all addresses"
-	}
-	return fmt.Sprintf("nsca_fast %s listening on %s port %d, decryption_method=%s (%s) by %s, decryption_mode=%d, %d decrypt goroutines, payload_length=%s",
-		Version, addr, cfg.ServerPort, conf.NameOf(m), m.Name, servedBy(cfg), cfg.DecryptionMode, stages.Threads(cfg), payloadLengths(cfg))
-}
-
-// servedBy names the engine that decrypts: the check that ran before the
-// line is written has chosen it, so this only looks it up.
-func servedBy(cfg *conf.Config) string {
-	rep, err := stages.ServeCipher(stages.CipherOf(cfg))
-	switch {
-	case err != nil:
-		return "no engine (" + err.Error() + ")"
-	case rep.Engine == "none" || rep.Engine == "xor":
-		return "nsca_fast itself"
-	}
-	return rep.Engine + " (decryption_engine=" + cfg.DecryptionEngine + ")"
-}
-
-// describeCipher is --check-config's account of the decryption: which engine
-// serves the method and what its self-test found.
-func describeCipher(cfg *conf.Config) string {
-	m := cfg.Method()
-	line := fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s", conf.NameOf(m), m.Name, servedBy(cfg))
-	if rep, err := stages.ServeCipher(stages.CipherOf(cfg)); err == nil && rep.Note != "" {
-		line += ": " + rep.Note
-	}
-	return line + "; payload_length=" + payloadLengths(cfg)
-}
-
-func payloadLengths(cfg *conf.Config) string {
-	parts := make([]string, len(cfg.PayloadLengths))
-	for i, n := range cfg.PayloadLengths {
-		parts[i] = strconv.Itoa(n)
-	}
-	return strings.Join(parts, ",")
 }

@@ -1,0 +1,66 @@
+package stages
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"nsca_fast/conf"
+)
+
+// Check refuses, before anything serves, what the pipeline could
+// not run with: a cipher libmcrypt cannot open.
+func Check(cfg *conf.Config) error { return CheckCipher(CipherOf(cfg)) }
+
+// ServeInetd serves the single connection on fd, as under inetd, with a
+// pipeline of its own.
+func ServeInetd(cfg *conf.Config, fd int) error {
+	srv, err := New(cfg, nil)
+	if err != nil {
+		return err
+	}
+	return srv.ServeOne(fd)
+}
+
+// Describe is the start-up line's account of how the pipeline serves.
+func Describe(cfg *conf.Config) string {
+	m := cfg.Method()
+	addr := cfg.ServerAddress
+	if strings.TrimSpace(addr) == "" {
+		addr = "all addresses"
+	}
+	return fmt.Sprintf("listening on %s port %d, decryption_method=%s (%s) by %s, decryption_mode=%d, %d decrypt goroutines, payload_length=%s",
+		addr, cfg.ServerPort, conf.NameOf(m), m.Name, servedBy(cfg), cfg.DecryptionMode, Threads(cfg), payloadLengths(cfg))
+}
+
+// servedBy names the engine that decrypts: the check that ran before the
+// line is written has chosen it, so this only looks it up.
+func servedBy(cfg *conf.Config) string {
+	rep, err := ServeCipher(CipherOf(cfg))
+	switch {
+	case err != nil:
+		return "no engine (" + err.Error() + ")"
+	case rep.Engine == "none" || rep.Engine == "xor":
+		return "nsca_fast itself"
+	}
+	return rep.Engine + " (decryption_engine=" + cfg.DecryptionEngine + ")"
+}
+
+// DescribeCipher is --check-config's account of the decryption: which engine
+// serves the method and what its self-test found.
+func DescribeCipher(cfg *conf.Config) string {
+	m := cfg.Method()
+	line := fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s", conf.NameOf(m), m.Name, servedBy(cfg))
+	if rep, err := ServeCipher(CipherOf(cfg)); err == nil && rep.Note != "" {
+		line += ": " + rep.Note
+	}
+	return line + "; payload_length=" + payloadLengths(cfg)
+}
+
+func payloadLengths(cfg *conf.Config) string {
+	parts := make([]string, len(cfg.PayloadLengths))
+	for i, n := range cfg.PayloadLengths {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
