@@ -25,6 +25,9 @@ type rateEntry struct {
 	// flushing is set while a timer is due to report the suppressed count
 	// at the end of the window, for a burst that nothing follows.
 	flushing bool
+	// lastFormat and lastArgs are the last line suppressed.
+	lastFormat string
+	lastArgs   []any
 }
 
 // maxRateKeys bounds the limiter's memory under a flood of distinct peers.
@@ -52,6 +55,7 @@ func (l *RateLog) Warningf(key, format string, args ...any) {
 	}
 	if e.lines >= l.burst {
 		e.suppressed++
+		e.lastFormat, e.lastArgs = format, args
 		if !e.flushing {
 			e.flushing = true
 			time.AfterFunc(e.start.Add(l.window).Sub(now), func() { l.flush(key, e) })
@@ -70,6 +74,16 @@ func (l *RateLog) Warningf(key, format string, args ...any) {
 	glog.WarningDepth(1, msg)
 }
 
+// lastNote is the last line e suppressed, so that a count reported on its
+// own still says what was suppressed. It formats only when reporting:
+// suppressing stays cheap under a flood.
+func lastNote(e *rateEntry) string {
+	if e.lastFormat == "" {
+		return ""
+	}
+	return "; the last: " + fmt.Sprintf(e.lastFormat, e.lastArgs...)
+}
+
 func suppressedNote(n int, key string) string {
 	return fmt.Sprintf(" (%d similar lines for %s suppressed)", n, key)
 }
@@ -78,11 +92,11 @@ func suppressedNote(n int, key string) string {
 // line that got through has reported it already.
 func (l *RateLog) flush(key string, e *rateEntry) {
 	l.mu.Lock()
-	n := e.suppressed
+	n, last := e.suppressed, lastNote(e)
 	e.suppressed, e.flushing = 0, false
 	l.mu.Unlock()
 	if n > 0 {
-		glog.Warningf("rate limit: the window ended%s", suppressedNote(n, key))
+		glog.Warningf("rate limit: the window ended%s", suppressedNote(n, key)+last)
 	}
 }
 
@@ -91,18 +105,18 @@ func (l *RateLog) flush(key string, e *rateEntry) {
 func (l *RateLog) Flush() {
 	l.mu.Lock()
 	type pending struct {
-		key string
-		n   int
+		key, last string
+		n         int
 	}
 	var out []pending
 	for k, e := range l.keys {
 		if e.suppressed > 0 {
-			out = append(out, pending{k, e.suppressed})
+			out = append(out, pending{k, lastNote(e), e.suppressed})
 			e.suppressed = 0
 		}
 	}
 	l.mu.Unlock()
 	for _, p := range out {
-		glog.Warningf("rate limit: at exit%s", suppressedNote(p.n, p.key))
+		glog.Warningf("rate limit: at exit%s", suppressedNote(p.n, p.key)+p.last)
 	}
 }
