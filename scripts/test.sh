@@ -16,15 +16,30 @@ env -u NSCA_DEB_TEST go test -count=1 -timeout 25m ./...
 # The lifecycle and reliability tests ran their daemons with GOGC=1 above, so
 # that finalizer and GC-timing bugs show at once; once more with Go's default.
 env -u NSCA_DEB_TEST NSCA_TEST_GOGC=default go test -count=1 -timeout 15m -run 'TestLifecycle|TestRel|TestSupervisor|TestFullDisk' ./tests
-# Minimizing each new interesting input can outlast a short -fuzztime and
-# fail the run with "context deadline exceeded"; a crasher is still reported.
+# fuzz TARGET PACKAGE: a short fuzz run. Go's fuzzer can end a short
+# -fuzztime with "context deadline exceeded" while it is still busy with new
+# inputs (seen here on FuzzProxyHeader with 210 new inputs in 10 s); that is
+# no finding. A real one says "Failing input written to" and fails the run.
 fuzztime="${FUZZTIME:-10s}"
-go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./conf
-go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/codec
-go test -run '^$' -fuzz '^FuzzProxyHeader$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages
-go test -run '^$' -fuzz '^FuzzMatchesLibmcrypt$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/cipher
-go test -run '^$' -fuzz '^FuzzSegment$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/emit/queue
-go test -run '^$' -fuzz '^FuzzRoundTrip$' -fuzztime "$fuzztime" -fuzzminimizetime 0 ./stages/emit/dialect
+fuzz() {
+  local out rc=0
+  out="$(go test -run '^$' -fuzz "^$1\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 "$2" 2>&1)" || rc=$?
+  printf '%s\n' "$out" | tail -3
+  if [ "$rc" -ne 0 ]; then
+    if grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written to' <<<"$out"; then
+      echo "fuzz $1: the run ended on the fuzzer's own deadline with no failing input; not a finding"
+      return 0
+    fi
+    printf '%s\n' "$out" >&2
+    return "$rc"
+  fi
+}
+fuzz FuzzParse ./conf
+fuzz FuzzDecode ./stages/codec
+fuzz FuzzProxyHeader ./stages
+fuzz FuzzMatchesLibmcrypt ./stages/cipher
+fuzz FuzzSegment ./stages/emit/queue
+fuzz FuzzRoundTrip ./stages/emit/dialect
 SOAK_DURATION="${SOAK_DURATION:-10s}" bash scripts/soak.sh
 if [ "${CI:-}" = true ] || [ "${NSCA_DEB_TEST:-}" = 1 ]; then
   NSCA_DEB_TEST=1 go test -count=1 -timeout 10m -run 'TestDeb' -v ./tests
