@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/golang/glog"
@@ -55,8 +54,9 @@ type reader struct {
 	// loop goroutine touches it.
 	paused map[*Conn]struct{}
 	// saturated is set while epoll reports more ready connections than the
-	// reader takes in one round.
-	saturated atomic.Bool
+	// reader takes in one round; the loop goroutine owns it and counts it
+	// in budget.saturatedReaders.
+	saturated bool
 
 	mu       sync.Mutex
 	conns    map[int32]*Conn
@@ -199,7 +199,14 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 		n, err := unix.EpollWait(r.epfd, events, 200)
 		// A full array of events means more clients are ready than one
 		// round serves: the accept stage holds back new ones meanwhile.
-		r.saturated.Store(n == len(events))
+		if full := n == len(events); full != r.saturated {
+			r.saturated = full
+			if full {
+				r.budget.saturatedReaders.Add(1)
+			} else {
+				r.budget.saturatedReaders.Add(-1)
+			}
+		}
 		if err != nil && err != unix.EINTR {
 			glog.Errorf("read: epoll_wait: %v", err)
 			r.closeAll(ctx, out, "read error")
