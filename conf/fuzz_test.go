@@ -58,9 +58,11 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		// Every value passed its option's check while parsing, so Validate
-		// can only object to combinations.
+		// can only object to combinations, or to a path the daemon could
+		// not use on this machine (a command_file that is a directory, a
+		// missing check_result_path), named with its line.
 		if err := c.Validate(); err != nil {
-			if !errors.Is(err, ErrConflict) || !strings.HasPrefix(err.Error(), "conf: "+fuzzFile) {
+			if !(errors.Is(err, ErrConflict) || errors.Is(err, ErrBadValue)) || !strings.HasPrefix(err.Error(), "conf: "+fuzzFile) {
 				t.Fatalf("Validate after a clean parse: %v", err)
 			}
 		}
