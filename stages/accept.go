@@ -15,6 +15,8 @@ import (
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
+	"nsca_fast/stages/rawsys"
+
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 )
@@ -146,14 +148,12 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 			time.Sleep(acceptBudgetPoll)
 		}
 		var fd int
-		var sa syscall.Sockaddr
+		var peer netip.AddrPort
 		var aerr error
 		// Read calls the function again whenever it returns false, after the
 		// poller says the socket is readable.
 		err := rc.Read(func(lfd uintptr) bool {
-			// syscall's Accept4, unlike x/sys/unix's, does not ask the kernel
-			// for the socket's protocol on every connection.
-			fd, sa, aerr = syscall.Accept4(int(lfd), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
+			fd, peer, aerr = rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 			return aerr != syscall.EAGAIN
 		})
 		if err != nil { // the deadline Stop set, or the file is closed
@@ -161,7 +161,7 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 		}
 		switch aerr {
 		case nil:
-			if !a.admit(ctx, fd, syscallAddrPort(sa), out) {
+			if !a.admit(ctx, fd, peer, out) {
 				return
 			}
 		case syscall.EINTR, syscall.ECONNABORTED:
@@ -232,7 +232,7 @@ func (c *Conn) greet() error {
 	rand.Read(c.IV[:])
 	var init [codec.InitSize]byte
 	codec.InitPacket(init[:], c.IV[:], c.InitTime)
-	if n, err := unix.Write(c.fd, init[:]); n != len(init) {
+	if n, err := rawsys.Write(c.fd, init[:]); n != len(init) {
 		return fmt.Errorf("sending the init packet: wrote %d of %d bytes: %v", n, len(init), err)
 	}
 	return nil

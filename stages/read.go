@@ -11,6 +11,8 @@ import (
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
+	"nsca_fast/stages/rawsys"
+
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 )
@@ -47,7 +49,7 @@ type reader struct {
 	cfg    ReadConfig
 	stats  *counters.Stats
 	log    *counters.RateLog
-	epfd   int
+	epoll  *epollSet
 	wakefd int
 	budget *readBudget
 	// paused are the connections not polled for want of budget; only the
@@ -96,7 +98,7 @@ func (r *reader) wakeLocked() {
 	}
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(r.wakefd, one[:])
+	rawsys.Write(r.wakefd, one[:])
 }
 
 // StartRead runs n readers. Each takes new connections from in, reads what
@@ -136,11 +138,11 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadC
 
 // newReader makes a reader's epoll instance and its wake-up eventfd.
 func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
-	r := &reader{cfg: cfg, stats: stats, log: log, epfd: -1, wakefd: -1, conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
+	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
 	var err error
-	if r.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
+	if r.epoll, err = newEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
-			err = unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, r.wakefd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.wakefd)})
+			err = r.epoll.add(r.wakefd)
 		}
 	}
 	if err != nil {
@@ -160,10 +162,11 @@ func (r *reader) close() {
 		return
 	}
 	r.exited = true
-	for _, fd := range []int{r.epfd, r.wakefd} {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
+	if r.epoll != nil {
+		r.epoll.close()
+	}
+	if r.wakefd >= 0 {
+		unix.Close(r.wakefd)
 	}
 }
 
@@ -178,8 +181,7 @@ func (r *reader) adopt(in <-chan *Conn) {
 		r.mu.Lock()
 		r.conns[int32(c.fd)] = c
 		r.mu.Unlock()
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}
-		if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		if err := r.epoll.add(c.fd); err != nil {
 			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 			c.requestClose()
 		}
@@ -196,7 +198,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	var drainDeadline time.Time
 	var drainStart int64
 	for {
-		n, err := unix.EpollWait(r.epfd, events, 200)
+		n, err := r.epoll.wait(events, 200*time.Millisecond)
 		// A full array of events means more clients are ready than one
 		// round serves: the accept stage holds back new ones meanwhile.
 		if full := n == len(events); full != r.saturated {
@@ -254,7 +256,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 
 func (r *reader) handleWake(ctx context.Context, out chan<- chunk) {
 	var b [8]byte
-	unix.Read(r.wakefd, b[:])
+	rawsys.Read(r.wakefd, b[:])
 	r.mu.Lock()
 	q := r.closeQ
 	r.closeQ = nil
@@ -283,7 +285,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			return
 		}
 		buf := getChunk()
-		n, err := unix.Read(c.fd, buf)
+		n, err := rawsys.Read(c.fd, buf)
 		switch {
 		case n > 0:
 			reads++
@@ -353,7 +355,7 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 // client's bytes wait in the kernel. The socket leaves the epoll set, so a
 // hang-up is not reported over and over meanwhile.
 func (r *reader) pause(c *Conn) {
-	if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_DEL, c.fd, nil); err != nil {
+	if err := r.epoll.remove(c.fd); err != nil {
 		return // not in the set: nothing to pause
 	}
 	c.paused.Store(true)
@@ -371,8 +373,7 @@ func (r *reader) resume() {
 		}
 		delete(r.paused, c)
 		c.paused.Store(false)
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.fd)}
-		if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		if err := r.epoll.add(c.fd); err != nil {
 			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 			c.requestClose()
 		}
@@ -432,7 +433,7 @@ func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why s
 	delete(r.paused, c)
 	// close() also takes the socket out of the epoll set: no descriptor of
 	// it is ever duplicated.
-	unix.Close(c.fd)
+	rawsys.Close(c.fd)
 	r.stats.Open.Add(-1)
 	send(ctx, out, chunk{conn: c, eof: true, why: why})
 }

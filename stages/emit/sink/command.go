@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/stages/emit/dialect"
+	"nsca_fast/stages/rawsys"
 )
 
 // pipeBuf is the largest write the kernel keeps atomic on a pipe; lines are
@@ -181,7 +182,7 @@ func (c *CommandFile) revalidate() {
 		return
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(c.Path, &st); err != nil || st.Dev != c.dev || st.Ino != c.ino {
+	if err := rawsys.Stat(c.Path, &st); err != nil || st.Dev != c.dev || st.Ino != c.ino {
 		c.closeFD()
 	}
 }
@@ -278,6 +279,15 @@ func (c *CommandFile) unread() int {
 	return used
 }
 
+// writeFD is one write(2): raw into a FIFO, which is non-blocking; normal
+// into a regular file, where it may wait for the disk.
+func (c *CommandFile) writeFD(b []byte) (int, error) {
+	if c.isFIFO {
+		return rawsys.Write(c.fd, b)
+	}
+	return unix.Write(c.fd, b)
+}
+
 func (c *CommandFile) write(b []byte, deadline time.Time) (int, error) {
 	if c.isFIFO && len(b) > pipeBuf {
 		for !c.roomFor(len(b)) {
@@ -291,7 +301,7 @@ func (c *CommandFile) write(b []byte, deadline time.Time) (int, error) {
 	written := 0
 	reopened := false
 	for written < len(b) {
-		n, err := unix.Write(c.fd, b[written:])
+		n, err := c.writeFD(b[written:])
 		if n > 0 {
 			written += n
 			continue

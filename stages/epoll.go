@@ -1,0 +1,94 @@
+package stages
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/rawsys"
+)
+
+// epollSet is a reader's epoll instance, itself registered with Go's
+// network poller. A reader that finds nothing ready parks its goroutine in
+// the poller instead of blocking its thread in epoll_wait: a thread blocked
+// in a system call keeps its P until sysmon takes it away (20 µs to 10 ms
+// later), so with one P per worker process every other stage would wait for
+// that, and with two each hand-off would wake a thread. Parked, the reader
+// costs nothing, the scheduler's own epoll_wait wakes it when the set has
+// an event, and the thread runs the other stages meanwhile.
+type epollSet struct {
+	fd   int
+	file *os.File
+	raw  syscall.RawConn
+	// deadline is the read deadline last set on file; moved only when a
+	// wait needs an earlier or a much later one, since each move costs a
+	// timer update.
+	deadline time.Time
+}
+
+func newEpollSet() (*epollSet, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	// Go's poller registers only descriptors in non-blocking mode;
+	// epoll_wait itself is governed by its timeout, not by the flag.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	e := &epollSet{fd: fd, file: os.NewFile(uintptr(fd), "epoll")}
+	if e.raw, err = e.file.SyscallConn(); err != nil {
+		e.file.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// add polls fd for input and hang-up.
+func (e *epollSet) add(fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
+	return rawsys.EpollCtl(e.fd, unix.EPOLL_CTL_ADD, fd, &ev)
+}
+
+// remove stops polling fd.
+func (e *epollSet) remove(fd int) error {
+	return rawsys.EpollCtl(e.fd, unix.EPOLL_CTL_DEL, fd, nil)
+}
+
+// wait fills events with what is ready, waiting at most timeout for the
+// first; 0 events means the timeout passed.
+func (e *epollSet) wait(events []unix.EpollEvent, timeout time.Duration) (int, error) {
+	var n int
+	var werr error
+	poll := func(fd uintptr) bool {
+		n, werr = rawsys.EpollPoll(int(fd), events)
+		return n != 0 || werr != nil && werr != unix.EINTR
+	}
+	if poll(uintptr(e.fd)) {
+		return max(n, 0), werr
+	}
+	now := time.Now()
+	until := now.Add(timeout)
+	if d := e.deadline; !d.After(now) || until.Before(d) || until.Sub(d) > timeout/4 {
+		e.deadline = until
+		e.file.SetReadDeadline(until)
+	}
+	// Read calls poll again each time the poller reports the set readable.
+	err := e.raw.Read(poll)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		e.deadline = time.Time{}
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("waiting in the poller: %w", err)
+	}
+	return max(n, 0), werr
+}
+
+// close releases the instance; the polled descriptors stay open.
+func (e *epollSet) close() { e.file.Close() }

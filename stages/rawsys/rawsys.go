@@ -1,0 +1,120 @@
+// Package rawsys makes the hot path's system calls raw: every one of them
+// is on a non-blocking socket, pipe, epoll instance or eventfd, or is a
+// stat(2), and returns at once, so it need not tell the scheduler it may
+// block. A normal call does (entersyscall), and under this daemon's load of
+// many short calls that costs more than the calls' own bookkeeping: each
+// call wakes a sleeping sysmon, which then polls every 20 µs for a
+// millisecond, and one that lasts past sysmon's tick has its P handed to
+// another thread, both futex wake-ups and context switches per check.
+// Calls that can block (disk files, cgo) stay normal.
+package rawsys
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func errnoErr(e unix.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+// Read is read(2) on a non-blocking descriptor.
+func Read(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	runtime.KeepAlive(b)
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+// Write is write(2) on a non-blocking descriptor.
+func Write(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	runtime.KeepAlive(b)
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+// Close is close(2) of a socket without SO_LINGER, which does not wait.
+func Close(fd int) error {
+	_, _, e := unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
+	return errnoErr(e)
+}
+
+// EpollPoll is epoll_wait(2) with a zero timeout.
+func EpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	runtime.KeepAlive(events)
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+// EpollCtl is epoll_ctl(2).
+func EpollCtl(epfd, op, fd int, ev *unix.EpollEvent) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	runtime.KeepAlive(ev)
+	return errnoErr(e)
+}
+
+// Accept4 is accept4(2) on a non-blocking listening socket, with the
+// peer's address.
+func Accept4(lfd int, flags int) (int, netip.AddrPort, error) {
+	var sa unix.RawSockaddrAny
+	size := uint32(unsafe.Sizeof(sa))
+	fd, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&size)), uintptr(flags), 0, 0)
+	if e != 0 {
+		return -1, netip.AddrPort{}, e
+	}
+	return int(fd), peer(&sa), nil
+}
+
+// peer decodes an IPv4 or IPv6 socket address; other families (a unix
+// socket under inetd) have none.
+func peer(sa *unix.RawSockaddrAny) netip.AddrPort {
+	switch sa.Addr.Family {
+	case unix.AF_INET:
+		in := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&in.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom4(in.Addr), port)
+	case unix.AF_INET6:
+		in := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&in.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom16(in.Addr).Unmap(), port)
+	}
+	return netip.AddrPort{}
+}
+
+// Stat is stat(2) of path; it fails with ENOENT for a path that cannot be
+// passed to the kernel (one with a NUL byte).
+func Stat(path string, st *unix.Stat_t) error {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return unix.ENOENT
+	}
+	cwd := unix.AT_FDCWD
+	_, _, e := unix.RawSyscall6(unix.SYS_NEWFSTATAT, uintptr(cwd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(st)), 0, 0, 0)
+	runtime.KeepAlive(p)
+	runtime.KeepAlive(st)
+	return errnoErr(e)
+}
