@@ -61,27 +61,46 @@ func (w *Worker) Report(s counters.Snapshot) {
 	fmt.Fprintf(w.status, "stats %s\n", b)
 }
 
-// ReportEvery sends counters every interval, and soon after each call of
-// the returned function, until stop is closed, then once more, so the
-// supervisor's totals include everything this worker did. The pipeline
-// calls poke after every batch it delivered: a worker killed with SIGKILL
-// then leaves out of the totals little more than the batch in hand. poke
-// never blocks; pokes between two reports make one report.
+// progressGap is the least time between two reports that pokes ask for.
+// Pokes come after every delivered batch, which under load of one check per
+// connection is every few tens of microseconds; a report per batch (a JSON
+// snapshot, a pipe write and the supervisor's wake-up) cost more than the
+// check itself. A worker killed with SIGKILL leaves out of the totals at
+// most this long's worth of results.
+const progressGap = 5 * time.Millisecond
+
+// ReportEvery sends counters every interval, and within progressGap of each
+// call of the returned function, until stop is closed, then once more, so
+// the supervisor's totals include everything this worker did. The pipeline
+// calls poke after every batch it delivered. poke never blocks; pokes
+// between two reports make one report.
 func (w *Worker) ReportEvery(snapshot func() counters.Snapshot, interval time.Duration, stop <-chan struct{}) (poke func()) {
 	poked := make(chan struct{}, 1)
 	go func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		gap := time.NewTimer(progressGap)
+		defer gap.Stop()
+		final := func() {
+			w.Report(snapshot())
+			close(w.reported)
+		}
 		for {
 			select {
 			case <-stop:
-				w.Report(snapshot())
-				close(w.reported)
+				final()
 				return
 			case <-t.C:
 			case <-poked:
 			}
 			w.Report(snapshot())
+			gap.Reset(progressGap)
+			select {
+			case <-stop:
+				final()
+				return
+			case <-gap.C:
+			}
 		}
 	}()
 	return func() {
