@@ -439,8 +439,14 @@ func TestDurableIcinga2Outage(t *testing.T) {
 		if problem != "" {
 			t.Errorf("%s: out of order: %s", host, problem)
 		}
-		if float64(dups) > 0.001*float64(total) {
-			t.Errorf("%s: %d duplicates of %d results: more than 0.1%%", host, dups, total)
+		// A request Icinga received just before it stopped is answered
+		// never, and delivered again from the queue; Icinga still reads it
+		// from its socket once it runs again. Up to the requests in flight
+		// (8) times the attempts per result (icinga2_retries=1: 2) can be
+		// doubled that way whatever the outage's length, so a short outage
+		// (the CI's 15 s) is allowed those, a long one 0.1%.
+		if allowed := max(0.001*float64(total), 8*2); float64(dups) > allowed {
+			t.Errorf("%s: %d duplicates of %d results: more than %.0f (0.1%%, or the requests in flight when Icinga stopped)", host, dups, total, allowed)
 		}
 		if total < int(outage.Seconds())*durableRate/2 {
 			t.Errorf("%s: only %d results sent", host, total)
