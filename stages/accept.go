@@ -44,6 +44,10 @@ type AcceptConfig struct {
 	// no connection is accepted meanwhile, and new clients wait in the
 	// kernel's listen queue, as with stock.
 	behind func() bool
+	// handOff, when set, gives a new connection to the read stage directly
+	// (readIntake.register) rather than through out; false means the read
+	// stage took it not.
+	handOff func(*Conn) bool
 }
 
 // acceptor is the accept stage: it takes connections off the listening
@@ -218,6 +222,9 @@ func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out c
 		a.stats.Connections.Add(1)
 	}
 	a.stats.Open.Add(1)
+	if a.cfg.handOff != nil && a.cfg.handOff(c) {
+		return true
+	}
 	if !send(ctx, out, c) {
 		unix.Close(fd)
 		a.stats.Open.Add(-1)

@@ -38,6 +38,9 @@ type Conn struct {
 	// for want of budget.
 	inflight atomic.Int64
 	paused   atomic.Bool
+	// heldBack: paused while the global budget was spent, which holds
+	// back the accept stage (readBudget.heldBack); the reader's alone.
+	heldBack bool
 
 	// Decrypt stage.
 	packetSize int    // 0 until the first packet decides it, then one of the accepted sizes
@@ -62,7 +65,7 @@ type Conn struct {
 // last chunk of a connection: the read stage sends exactly one.
 type chunk struct {
 	conn *Conn
-	buf  []byte // from chunkPool; nil with eof
+	buf  []byte // from chunkPool; may be nil with eof
 	eof  bool
 	why  string // why the connection ended, for eof
 }

@@ -268,15 +268,16 @@ func closeDecrypters(ds []*decrypter) {
 
 func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet) {
 	for ch := range in {
+		if ch.buf != nil {
+			d.feed(ctx, ch.conn, ch.buf, out)
+			if r := ch.conn.reader; r != nil {
+				r.budget.release(ch.conn, cap(ch.buf))
+			}
+			putChunk(ch.buf)
+		}
 		if ch.eof {
 			d.finish(ctx, ch.conn, ch.why, out)
-			continue
 		}
-		d.feed(ctx, ch.conn, ch.buf, out)
-		if r := ch.conn.reader; r != nil {
-			r.budget.release(ch.conn, cap(ch.buf))
-		}
-		putChunk(ch.buf)
 	}
 }
 
@@ -296,7 +297,11 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 	if d.engine != nil {
 		start := time.Now()
 		d.decrypt(c, buf)
-		d.stats.DecryptNanos.Add(uint64(time.Since(start)))
+		took := time.Since(start)
+		d.stats.DecryptNanos.Add(uint64(took))
+		if r := c.reader; r != nil {
+			r.budget.observe(len(buf), took)
+		}
 	}
 	for len(buf) > 0 && !c.discard {
 		if c.cur == nil {

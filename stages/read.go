@@ -37,6 +37,34 @@ type ReadConfig struct {
 	// budget bounds what is read ahead of the decrypt stage; shared with
 	// the accept stage. Nil: StartRead makes its own.
 	budget *readBudget
+	// intake, when set, is how the accept stage hands connections over
+	// without a channel: StartRead fills it with its readers.
+	intake *readIntake
+}
+
+// readIntake hands a new connection straight to a reader: registering it
+// with the reader's epoll set is all the hand-off there is, and no
+// goroutine wakes for it (the next thing to happen on a new connection is
+// an epoll event anyway). Connections taken over from elsewhere (inetd's)
+// still come through StartRead's channel.
+type readIntake struct {
+	mu      sync.Mutex
+	readers []*reader
+	next    int
+}
+
+// register gives c to the readers in turn; false means none takes it (the
+// read stage is not running or has ended), and c is still the caller's.
+func (in *readIntake) register(c *Conn) bool {
+	in.mu.Lock()
+	if len(in.readers) == 0 {
+		in.mu.Unlock()
+		return false
+	}
+	r := in.readers[in.next%len(in.readers)]
+	in.next++
+	in.mu.Unlock()
+	return r.register(c)
 }
 
 // minProgress is the least a client must send per Timeout to stay connected.
@@ -108,7 +136,7 @@ func (r *reader) wakeLocked() {
 func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadConfig, env Env) error {
 	n := max(cfg.Readers, 1)
 	if cfg.budget == nil {
-		cfg.budget = newReadBudget()
+		cfg.budget = newReadBudget(1)
 	}
 	readers := make([]*reader, 0, n)
 	for range n {
@@ -120,6 +148,11 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadC
 			return err
 		}
 		readers = append(readers, r)
+	}
+	if cfg.intake != nil {
+		cfg.intake.mu.Lock()
+		cfg.intake.readers = readers
+		cfg.intake.mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	for _, r := range readers {
@@ -170,26 +203,40 @@ func (r *reader) close() {
 	}
 }
 
-// adopt registers new connections with this reader's epoll instance. The
-// adopters of all readers compete for in, which spreads connections over
-// the readers that are least busy taking them.
+// adopt registers the connections sent on in with this reader's epoll
+// instance. The adopters of all readers compete for in, which spreads
+// connections over the readers that are least busy taking them. in closes
+// when accepting stops: that starts the drain.
 func (r *reader) adopt(in <-chan *Conn) {
 	for c := range in {
-		c.reader = r
-		c.windowStart = time.Now().UnixNano()
-		c.lastActive = c.windowStart
-		r.mu.Lock()
-		r.conns[int32(c.fd)] = c
-		r.mu.Unlock()
-		if err := r.epoll.add(c.fd); err != nil {
-			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
-			c.requestClose()
+		if !r.register(c) {
+			rawsys.Close(c.fd)
+			r.stats.Open.Add(-1)
 		}
 	}
 	r.mu.Lock()
 	r.draining = true
 	r.wakeLocked()
 	r.mu.Unlock()
+}
+
+// register has this reader serve c; false once its loop has ended.
+func (r *reader) register(c *Conn) bool {
+	c.reader = r
+	c.windowStart = time.Now().UnixNano()
+	c.lastActive = c.windowStart
+	r.mu.Lock()
+	if r.exited {
+		r.mu.Unlock()
+		return false
+	}
+	r.conns[int32(c.fd)] = c
+	r.mu.Unlock()
+	if err := r.epoll.add(c.fd); err != nil {
+		glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
+		c.requestClose()
+	}
+	return true
 }
 
 func (r *reader) loop(ctx context.Context, out chan<- chunk) {
@@ -274,14 +321,27 @@ const maxReadsPerEvent = 4
 // until the socket is drained, the client has closed, or the per-event
 // budget is spent (level-triggered epoll reports the rest). Reading on to
 // EAGAIN or EOF saves a trip through epoll_wait for the common client that
-// sends its checks and closes at once.
+// sends its checks and closes at once, and the last read waits for what the
+// next one finds: such a client's checks and its end go downstream as one
+// chunk, one hand-off rather than two.
 func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 	if c.awaitingHeader && !r.readHeader(ctx, c, out) {
 		return
 	}
+	var held []byte
+	flush := func() bool {
+		if held == nil {
+			return true
+		}
+		b := held
+		held = nil
+		return send(ctx, out, chunk{conn: c, buf: b})
+	}
 	for reads := 0; reads < maxReadsPerEvent; {
 		if r.budget.connSpent(c) {
-			r.pause(c)
+			if flush() {
+				r.pause(c)
+			}
 			return
 		}
 		buf := getChunk()
@@ -297,24 +357,27 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			// large buffer pins all of it.
 			b := shrinkChunk(buf, n)
 			r.budget.take(c, cap(b))
-			if !send(ctx, out, chunk{conn: c, buf: b}) {
+			if !flush() {
 				return
 			}
+			held = b
 		case n == 0:
 			putChunk(buf)
-			r.closeConn(ctx, c, out, "")
+			r.closeConnWith(ctx, c, out, "", held)
 			return
 		case err == unix.EINTR:
 			putChunk(buf)
 		case err == unix.EAGAIN:
 			putChunk(buf)
+			flush()
 			return
 		default:
 			putChunk(buf)
-			r.closeConn(ctx, c, out, err.Error())
+			r.closeConnWith(ctx, c, out, err.Error(), held)
 			return
 		}
 	}
+	flush()
 }
 
 // expire closes connections that made too little progress in the last
@@ -360,6 +423,20 @@ func (r *reader) pause(c *Conn) {
 	}
 	c.paused.Store(true)
 	r.paused[c] = struct{}{}
+	if r.budget.spent() {
+		c.heldBack = true
+		r.budget.heldBack.Add(1)
+	}
+}
+
+// unpause forgets that c was paused.
+func (r *reader) unpause(c *Conn) {
+	delete(r.paused, c)
+	c.paused.Store(false)
+	if c.heldBack {
+		c.heldBack = false
+		r.budget.heldBack.Add(-1)
+	}
 }
 
 // resume polls again the paused connections the budget allows.
@@ -371,8 +448,7 @@ func (r *reader) resume() {
 		if r.budget.connSpent(c) {
 			continue
 		}
-		delete(r.paused, c)
-		c.paused.Store(false)
+		r.unpause(c)
 		if err := r.epoll.add(c.fd); err != nil {
 			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 			c.requestClose()
@@ -423,6 +499,12 @@ func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
 // the reader closes sockets, so a descriptor number is never reused while
 // another stage could still act on it.
 func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why string) {
+	r.closeConnWith(ctx, c, out, why, nil)
+}
+
+// closeConnWith is closeConn with the connection's last read, which goes
+// downstream in the final chunk.
+func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, why string, last []byte) {
 	if c.closed {
 		return
 	}
@@ -430,12 +512,14 @@ func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why s
 	r.mu.Lock()
 	delete(r.conns, int32(c.fd))
 	r.mu.Unlock()
-	delete(r.paused, c)
+	if c.paused.Load() {
+		r.unpause(c)
+	}
 	// close() also takes the socket out of the epoll set: no descriptor of
 	// it is ever duplicated.
 	rawsys.Close(c.fd)
 	r.stats.Open.Add(-1)
-	send(ctx, out, chunk{conn: c, eof: true, why: why})
+	send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why})
 }
 
 // readHeader reads what there is of the connection's PROXY header and, once

@@ -164,10 +164,13 @@ func (s *Server) run(inetdFD int) error {
 	if cfg.MaxPacketAgeEnabled {
 		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
 	}
-	budget := newReadBudget()
+	// The decrypt goroutines run at once as far as this process has CPUs.
+	budget := newReadBudget(min(threads, runtime.GOMAXPROCS(0)))
 	s.acceptCfg.Listeners = s.listeners
-	s.acceptCfg.behind = func() bool { return budget.spent() || len(chunks) == cap(chunks) || budget.saturated() }
-	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, budget: budget}
+	s.acceptCfg.behind = func() bool { return budget.behind() || len(chunks) == cap(chunks) }
+	intake := &readIntake{}
+	s.acceptCfg.handOff = intake.register
+	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, budget: budget, intake: intake}
 	// Downstream first: when a stage cannot start, closing the input of
 	// the one started before it lets those already running drain and end.
 	starts := []struct {
