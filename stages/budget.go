@@ -19,27 +19,71 @@ const (
 	readBudgetPerConn = 64 << 10
 	// acceptBudgetPoll is how often a paused accept looks at the budget again.
 	acceptBudgetPoll = 2 * time.Millisecond
+	// readBudgetWork bounds the global budget by time as well: no more
+	// bytes than the decrypt stage gets through in this long. With a slow
+	// cipher (3DES: about 1 ms per packet) 8 MiB would be two seconds of
+	// work queued ahead of every new check; stock leaves that backlog in
+	// the kernel, and so do we.
+	readBudgetWork = 35 * time.Millisecond
+	// readBudgetMin is the least the global budget shrinks to.
+	readBudgetMin = 4 * readBudgetPerConn
 )
 
 // readBudget is shared by the read stage (which takes), the decrypt stage
-// (which releases) and the accept stage (which waits while it is spent).
+// (which releases, and says what decrypting costs) and the accept stage
+// (which waits while it is spent).
 type readBudget struct {
-	limit, perConn int64
-	inflight       atomic.Int64
+	perConn  int64
+	limit    atomic.Int64
+	inflight atomic.Int64
+	// parallel is how many decrypt goroutines run at once; nsPerKiB is
+	// their running average cost, 0 until a cipher reports one (XOR does
+	// not: it is too cheap to matter).
+	parallel int64
+	nsPerKiB atomic.Int64
 	// saturatedReaders counts the readers whose last epoll_wait filled its
 	// event array.
 	saturatedReaders atomic.Int32
+	// heldBack counts the connections paused because the global budget
+	// was spent: while there are any, clients we already greeted wait for
+	// us, so the accept stage greets no more (a greeted client sends at
+	// once, and its checks' wait starts then; one not yet accepted waits
+	// in the listen queue before it sends, as with stock).
+	heldBack atomic.Int32
 
 	mu      sync.Mutex
 	readers []*reader
 }
 
-func newReadBudget() *readBudget {
-	return &readBudget{limit: readBudgetBytes, perConn: readBudgetPerConn}
+// newReadBudget makes the budget for a pipeline that decrypts with
+// parallel goroutines at once.
+func newReadBudget(parallel int) *readBudget {
+	b := &readBudget{perConn: readBudgetPerConn, parallel: int64(max(parallel, 1))}
+	b.limit.Store(readBudgetBytes)
+	return b
 }
 
 // spent reports whether no connection may be read now.
-func (b *readBudget) spent() bool { return b.inflight.Load() >= b.limit }
+func (b *readBudget) spent() bool { return b.inflight.Load() >= b.limit.Load() }
+
+// observe takes the cost of one decrypt call of n bytes into the running
+// average, and sizes the global budget to readBudgetWork of decrypting.
+// Concurrent calls may lose a sample; the average does not need them all.
+func (b *readBudget) observe(n int, took time.Duration) {
+	if b == nil || n < 1024 {
+		return // too short to time
+	}
+	sample := max(int64(took)*1024/int64(n), 1)
+	avg := b.nsPerKiB.Load()
+	if avg == 0 {
+		avg = sample
+	} else {
+		avg += (sample - avg) / 8
+	}
+	b.nsPerKiB.Store(avg)
+	limit := int64(readBudgetWork) * b.parallel / avg * 1024
+	b.limit.Store(min(max(limit, readBudgetMin), readBudgetBytes))
+}
 
 // connSpent reports whether c may not be read now.
 func (b *readBudget) connSpent(c *Conn) bool {
@@ -60,8 +104,8 @@ func (b *readBudget) adjust(c *Conn, delta int64) {
 	if delta >= 0 {
 		return
 	}
-	switch {
-	case now < b.limit && now-delta >= b.limit:
+	switch limit := b.limit.Load(); {
+	case now < limit && now-delta >= limit:
 		b.mu.Lock()
 		readers := b.readers
 		b.mu.Unlock()
@@ -77,6 +121,13 @@ func (b *readBudget) adjust(c *Conn, delta int64) {
 // serves in one round. The accept stage asks before every accept, so it
 // reads one atomic rather than the readers.
 func (b *readBudget) saturated() bool { return b.saturatedReaders.Load() > 0 }
+
+// behind reports whether the accept stage should greet no new clients:
+// the budget is spent, or connections wait for it, or a reader has more
+// ready connections than it serves in one round.
+func (b *readBudget) behind() bool {
+	return b.spent() || b.heldBack.Load() > 0 || b.saturated()
+}
 
 func (b *readBudget) register(r *reader) {
 	b.mu.Lock()

@@ -118,3 +118,10 @@ func Stat(path string, st *unix.Stat_t) error {
 	runtime.KeepAlive(st)
 	return errnoErr(e)
 }
+
+// Flock is flock(2); with LOCK_EX or LOCK_SH it must carry LOCK_NB, since
+// waiting for a lock is blocking. Unlocking never waits.
+func Flock(fd, how int) error {
+	_, _, e := unix.RawSyscall(unix.SYS_FLOCK, uintptr(fd), uintptr(how), 0)
+	return errnoErr(e)
+}

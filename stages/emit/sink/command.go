@@ -205,9 +205,9 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 		defer c.closeFD()
 	}
 	if c.Lock {
-		if err := unix.Flock(c.fd, unix.LOCK_EX); err == nil {
+		if err := lockExclusive(c.fd); err == nil {
 			fd := c.fd
-			defer unix.Flock(fd, unix.LOCK_UN)
+			defer rawsys.Flock(fd, unix.LOCK_UN)
 		}
 	}
 	done := 0
@@ -277,6 +277,15 @@ func (c *CommandFile) unread() int {
 		return int(^uint(0) >> 1)
 	}
 	return used
+}
+
+// lockExclusive takes flock(LOCK_EX) on fd, without a blocking system
+// call unless another process holds the lock (it is writing a long line).
+func lockExclusive(fd int) error {
+	if err := rawsys.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+		return err
+	}
+	return unix.Flock(fd, unix.LOCK_EX)
 }
 
 // writeFD is one write(2): raw into a FIFO, which is non-blocking; normal

@@ -1,0 +1,45 @@
+package stages
+
+import (
+	"testing"
+	"time"
+)
+
+// The global read budget holds readBudgetWork of decrypting: a slow cipher
+// shrinks it, so that a backlog waits in the kernel rather than in our
+// queues, and a fast one leaves it at its byte limit.
+func TestReadBudgetFollowsTheDecryptCost(t *testing.T) {
+	b := newReadBudget(2)
+	if got := b.limit.Load(); got != readBudgetBytes {
+		t.Fatalf("before any cost is known: limit %d, want %d", got, readBudgetBytes)
+	}
+	for range 50 {
+		b.observe(4304, time.Millisecond) // 3DES: about 1 ms a packet
+	}
+	want := int64(readBudgetWork) * 2 / (int64(time.Millisecond) * 1024 / 4304) * 1024
+	if got := b.limit.Load(); got < want*9/10 || got > want*11/10 {
+		t.Fatalf("3DES-like cost: limit %d, want about %d (%d packets)", got, want, want/4304)
+	}
+	c := &Conn{}
+	b.take(c, int(want))
+	if !b.spent() {
+		t.Fatalf("%d bytes in flight under a limit of %d: not spent", want, b.limit.Load())
+	}
+	b.release(c, int(want))
+	for range 100 {
+		b.observe(4304, 100*time.Millisecond) // very slow: far below the minimum
+	}
+	if got := b.limit.Load(); got != readBudgetMin {
+		t.Fatalf("a very slow cipher: limit %d, want the minimum %d", got, readBudgetMin)
+	}
+	for range 100 {
+		b.observe(4304, time.Microsecond) // native AES
+	}
+	if got := b.limit.Load(); got != readBudgetBytes {
+		t.Fatalf("a fast cipher: limit %d, want %d", got, readBudgetBytes)
+	}
+	b.observe(100, time.Hour) // too short to time: ignored
+	if got := b.limit.Load(); got != readBudgetBytes {
+		t.Fatalf("a 100-byte sample moved the limit to %d", got)
+	}
+}
