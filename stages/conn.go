@@ -65,7 +65,7 @@ type Conn struct {
 // last chunk of a connection: the read stage sends exactly one.
 type chunk struct {
 	conn *Conn
-	buf  []byte // from chunkPool; may be nil with eof
+	buf  []byte // from getChunk; may be nil with eof
 	eof  bool
 	why  string // why the connection ended, for eof
 }
@@ -84,20 +84,18 @@ type ShortPacket struct {
 	Why       string // how the connection ended
 }
 
-// Read buffers come in two sizes: a read goes into a large one, and a short
-// read (a slow client, the tail of a connection) is copied into a small
-// one, so that queued chunks hold memory in proportion to their bytes.
+// Read buffers: a read goes into a large one, and a short read (a slow
+// client, the tail of a connection) is copied into a small one, so that
+// queued chunks hold memory in proportion to their bytes. The large size is
+// the read stage's: ChunkSize for XOR and the fast native ciphers, the
+// per-connection budget (one call per connection's burst) for libmcrypt's.
+// They come from the same per-capacity pools as packet buffers.
 const (
 	chunkSize      = 16 << 10
 	smallChunkSize = 1 << 10
 )
 
-var (
-	chunkPool      = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
-	smallChunkPool = sync.Pool{New: func() any { b := make([]byte, smallChunkSize); return &b }}
-)
-
-func getChunk() []byte { return *(chunkPool.Get().(*[]byte)) }
+func getChunk(size int) []byte { return getBuf(size) }
 
 // shrinkChunk returns the n bytes read into the large buffer b, moved to a
 // small buffer (and b back to its pool) when they fit in one.
@@ -105,44 +103,41 @@ func shrinkChunk(b []byte, n int) []byte {
 	if n > smallChunkSize {
 		return b[:n]
 	}
-	small := *(smallChunkPool.Get().(*[]byte))
+	small := getBuf(smallChunkSize)
 	copy(small, b[:n])
-	putChunk(b)
+	putBuf(b)
 	return small[:n]
 }
 
-func putChunk(b []byte) {
-	b = b[:cap(b)]
-	if cap(b) == smallChunkSize {
-		smallChunkPool.Put(&b)
-		return
-	}
-	chunkPool.Put(&b)
-}
+func putChunk(b []byte) { putBuf(b) }
 
-// Packet buffers are pooled per capacity: send_nsca's 4304 bytes, and each
-// larger size payload_length accepts. A pool holds the buffer's first byte,
-// a plain pointer, so that neither Get nor Put allocates (a *[]byte would
-// need a new slice header at every Put); the capacity is the pool's.
-var packetPools sync.Map // int (capacity) → *sync.Pool of *byte
+// Buffers are pooled per capacity: read chunks, send_nsca's 4304-byte
+// packets, and each larger size payload_length accepts. A pool holds the
+// buffer's first byte, a plain pointer, so that neither Get nor Put
+// allocates (a *[]byte would need a new slice header at every Put); the
+// capacity is the pool's.
+var bufPools sync.Map // int (capacity) → *sync.Pool of *byte
 
-func packetPool(n int) *sync.Pool {
-	if p, ok := packetPools.Load(n); ok {
+func bufPool(n int) *sync.Pool {
+	if p, ok := bufPools.Load(n); ok {
 		return p.(*sync.Pool)
 	}
-	p, _ := packetPools.LoadOrStore(n, &sync.Pool{New: func() any { return unsafe.SliceData(make([]byte, n)) }})
+	p, _ := bufPools.LoadOrStore(n, &sync.Pool{New: func() any { return unsafe.SliceData(make([]byte, n)) }})
 	return p.(*sync.Pool)
+}
+
+// getBuf returns a pooled buffer of n bytes.
+func getBuf(n int) []byte { return unsafe.Slice(bufPool(n).Get().(*byte), n) }
+
+// putBuf returns a buffer from getBuf, by its capacity.
+func putBuf(b []byte) {
+	b = b[:cap(b)]
+	bufPool(cap(b)).Put(unsafe.SliceData(b))
 }
 
 // getPacketBuf returns a buffer for a packet of n bytes, n bytes long or
 // longer (at least 4304).
-func getPacketBuf(n int) []byte {
-	n = max(n, codec.Size)
-	return unsafe.Slice(packetPool(n).Get().(*byte), n)
-}
+func getPacketBuf(n int) []byte { return getBuf(max(n, codec.Size)) }
 
-// putPacketBuf returns a buffer from getPacketBuf, by its capacity.
-func putPacketBuf(b []byte) {
-	b = b[:cap(b)]
-	packetPool(cap(b)).Put(unsafe.SliceData(b))
-}
+// putPacketBuf returns a buffer from getPacketBuf.
+func putPacketBuf(b []byte) { putBuf(b) }

@@ -875,7 +875,7 @@ func TestDecryptPerConnection(t *testing.T) {
 				if err := enc.Init([]byte(testPassword), bytes.Clone(c.IV[:])); err != nil {
 					t.Fatal(err)
 				}
-				buf := getChunk()[:codec.Size]
+				buf := getChunk(chunkSize)[:codec.Size]
 				copy(buf, plain)
 				enc.Encrypt(buf)
 

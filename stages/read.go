@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -37,6 +38,10 @@ type ReadConfig struct {
 	// budget bounds what is read ahead of the decrypt stage; shared with
 	// the accept stage. Nil: StartRead makes its own.
 	budget *readBudget
+	// ChunkSize is the largest read, chunkSize when 0: one decrypt call
+	// per chunk, so a slow cipher (libmcrypt's) gets larger ones.
+	ChunkSize int
+
 	// intake, when set, is how the accept stage hands connections over
 	// without a channel: StartRead fills it with its readers.
 	intake *readIntake
@@ -93,6 +98,8 @@ type reader struct {
 	closeQ   []*Conn
 	draining bool
 	exited   bool // the loop has ended and wakefd is closed
+
+	chunkSize int
 
 	// now is the loop's clock, taken once per epoll_wait, so marking a
 	// connection active costs no clock read per read.
@@ -171,7 +178,7 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadC
 
 // newReader makes a reader's epoll instance and its wake-up eventfd.
 func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
-	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
+	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, chunkSize: cmp.Or(cfg.ChunkSize, chunkSize), conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
 	var err error
 	if r.epoll, err = newEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
@@ -344,7 +351,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			}
 			return
 		}
-		buf := getChunk()
+		buf := getChunk(r.chunkSize)
 		n, err := rawsys.Read(c.fd, buf)
 		switch {
 		case n > 0:
@@ -592,7 +599,7 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 	if len(rest) > 0 {
 		// A client that did not wait for its init packet.
 		c.bytesRead += uint64(len(rest))
-		b := getChunk()
+		b := getChunk(r.chunkSize)
 		return send(ctx, out, chunk{conn: c, buf: shrinkChunk(b, copy(b, rest))})
 	}
 	return true

@@ -128,7 +128,7 @@ func BenchmarkDecryptStageXOR(b *testing.B) {
 	b.ResetTimer()
 	go func() {
 		for range b.N {
-			buf := getChunk()
+			buf := getChunk(chunkSize)
 			buf = buf[:copy(buf[:cap(buf)], pkt)]
 			in <- chunk{conn: c, buf: buf}
 		}

@@ -1,6 +1,6 @@
 // Package rawsys makes the hot path's system calls raw: every one of them
-// is on a non-blocking socket, pipe, epoll instance or eventfd, or is a
-// stat(2), and returns at once, so it need not tell the scheduler it may
+// is on a non-blocking socket, pipe, epoll instance or eventfd, or is an
+// fstat(2), and returns at once, so it need not tell the scheduler it may
 // block. A normal call does (entersyscall), and under this daemon's load of
 // many short calls that costs more than the calls' own bookkeeping: each
 // call wakes a sleeping sysmon, which then polls every 20 µs for a
@@ -105,23 +105,16 @@ func peer(sa *unix.RawSockaddrAny) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// Stat is stat(2) of path; it fails with ENOENT for a path that cannot be
-// passed to the kernel (one with a NUL byte).
-func Stat(path string, st *unix.Stat_t) error {
-	p, err := unix.BytePtrFromString(path)
-	if err != nil {
-		return unix.ENOENT
-	}
-	cwd := unix.AT_FDCWD
-	_, _, e := unix.RawSyscall6(unix.SYS_NEWFSTATAT, uintptr(cwd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(st)), 0, 0, 0)
-	runtime.KeepAlive(p)
-	runtime.KeepAlive(st)
-	return errnoErr(e)
-}
-
 // Flock is flock(2); with LOCK_EX or LOCK_SH it must carry LOCK_NB, since
 // waiting for a lock is blocking. Unlocking never waits.
 func Flock(fd, how int) error {
 	_, _, e := unix.RawSyscall(unix.SYS_FLOCK, uintptr(fd), uintptr(how), 0)
+	return errnoErr(e)
+}
+
+// Fstat is fstat(2).
+func Fstat(fd int, st *unix.Stat_t) error {
+	_, _, e := unix.RawSyscall(unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(st)), 0)
+	runtime.KeepAlive(st)
 	return errnoErr(e)
 }

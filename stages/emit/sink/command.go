@@ -173,16 +173,18 @@ func (c *CommandFile) failed(err error) {
 }
 
 // revalidate closes a FIFO kept open between batches (without
-// aggregate_writes) unless the path still names it. Stock opens the command
-// file for every result, which sees a FIFO removed or made anew at once;
-// one stat(2) per batch sees the same, where open, fstat and close cost
-// three system calls. A regular file is still opened per batch.
+// aggregate_writes) once the path no longer names it. Stock opens the
+// command file for every result, which sees a FIFO removed or made anew at
+// once; so does one fstat(2) of the open FIFO per batch: removing the path,
+// or renaming another file onto it, leaves the FIFO with no link. That is
+// one call on a descriptor, where stat(2) of the path walks it and open,
+// fstat and close cost three. A regular file is still opened per batch.
 func (c *CommandFile) revalidate() {
 	if c.fd < 0 || c.Aggregate || !c.isFIFO {
 		return
 	}
 	var st unix.Stat_t
-	if err := rawsys.Stat(c.Path, &st); err != nil || st.Dev != c.dev || st.Ino != c.ino {
+	if err := rawsys.Fstat(c.fd, &st); err != nil || st.Nlink == 0 {
 		c.closeFD()
 	}
 }
