@@ -183,6 +183,8 @@ type Result struct {
 	CPUUsPerCheck  float64 `json:"server_cpu_us_per_check,omitempty"`
 	CPUUsPerConn   float64 `json:"server_cpu_us_per_conn,omitempty"`
 	RSSBeforeKB    uint64  `json:"rss_before_kb,omitempty"`    // before any connection of this run
+	PSSBeforeKB    uint64  `json:"pss_before_kb,omitempty"`    // summed PSS, likewise
+	PSSPeakKB      uint64  `json:"pss_peak_kb,omitempty"`      // highest sample of the summed PSS
 	RSSIdleKB      uint64  `json:"rss_with_idle_kb,omitempty"` // idle connections open, before the load
 	RSSFirstKB     uint64  `json:"rss_first_kb,omitempty"`     // first sample 1 s into the load
 	RSSLastKB      uint64  `json:"rss_last_kb,omitempty"`      // last sample while sending
@@ -245,6 +247,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 			return nil, fmt.Errorf("--server-pid: %w", err)
 		}
 		res.RSSBeforeKB, _, _ = TreeRSS(o.ServerPID)
+		res.PSSBeforeKB = TreePSS(o.ServerPID)
 		sampler = StartRSSSampler(o.ServerPID, 100*time.Millisecond)
 	}
 
@@ -393,6 +396,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 		endAt := sendEnd.Sub(sampler.start)
 		for _, s := range samples {
 			res.RSSPeakKB = max(res.RSSPeakKB, s.KB)
+			res.PSSPeakKB = max(res.PSSPeakKB, s.PSSKB)
 			res.ServerMaxProcs = max(res.ServerMaxProcs, s.Procs)
 			if s.At >= loadAt+time.Second && res.RSSFirstKB == 0 {
 				res.RSSFirstKB = s.KB

@@ -170,10 +170,38 @@ func TreeRSS(root int) (rss, hwm uint64, procs int) {
 	return rss, hwm, procs
 }
 
-// RSSSample is the process tree's summed VmRSS at one moment.
+// pss reads the proportional set size (kB) of one process: its private
+// pages plus its share of pages it shares (the binary's and libraries'
+// text, mapped by every worker). Summed over a tree it is the memory the
+// tree takes, where summed VmRSS counts each shared page once per process.
+func pss(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if f := bytes.Fields(line); len(f) >= 2 && string(f[0]) == "Pss:" {
+			n, _ := strconv.ParseUint(string(f[1]), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// TreePSS sums the proportional set size (kB) over root and its
+// descendants.
+func TreePSS(root int) (kb uint64) {
+	for _, p := range tree(root) {
+		kb += pss(p.pid)
+	}
+	return kb
+}
+
+// RSSSample is the process tree's summed VmRSS (and PSS) at one moment.
 type RSSSample struct {
 	At    time.Duration // since the sampler started
 	KB    uint64
+	PSSKB uint64
 	Procs int
 }
 
@@ -217,7 +245,7 @@ func (s *RSSSampler) sample() {
 		return
 	}
 	s.mu.Lock()
-	s.samples = append(s.samples, RSSSample{At: time.Since(s.start), KB: rss, Procs: n})
+	s.samples = append(s.samples, RSSSample{At: time.Since(s.start), KB: rss, PSSKB: TreePSS(s.root), Procs: n})
 	s.maxProcs = max(s.maxProcs, n)
 	s.mu.Unlock()
 }
