@@ -34,6 +34,7 @@ const (
 // (which waits while it is spent).
 type readBudget struct {
 	perConn  int64
+	maxBytes int64 // the most limit grows to
 	limit    atomic.Int64
 	inflight atomic.Int64
 	// parallel is how many decrypt goroutines run at once; nsPerKiB is
@@ -56,10 +57,13 @@ type readBudget struct {
 }
 
 // newReadBudget makes the budget for a pipeline that decrypts with
-// parallel goroutines at once.
-func newReadBudget(parallel int) *readBudget {
+// parallel goroutines at once, in one of processes worker processes that
+// share readBudgetBytes (with nsca_workers=2 each holds half, so that the
+// daemon's memory under overload does not double with its workers).
+func newReadBudget(parallel, processes int) *readBudget {
 	b := &readBudget{perConn: readBudgetPerConn, parallel: int64(max(parallel, 1))}
-	b.limit.Store(readBudgetBytes)
+	b.maxBytes = max(readBudgetBytes/int64(max(processes, 1)), readBudgetMin)
+	b.limit.Store(b.maxBytes)
 	return b
 }
 
@@ -82,7 +86,7 @@ func (b *readBudget) observe(n int, took time.Duration) {
 	}
 	b.nsPerKiB.Store(avg)
 	limit := int64(readBudgetWork) * b.parallel / avg * 1024
-	b.limit.Store(min(max(limit, readBudgetMin), readBudgetBytes))
+	b.limit.Store(min(max(limit, readBudgetMin), b.maxBytes))
 }
 
 // connSpent reports whether c may not be read now.

@@ -9,7 +9,7 @@ import (
 // shrinks it, so that a backlog waits in the kernel rather than in our
 // queues, and a fast one leaves it at its byte limit.
 func TestReadBudgetFollowsTheDecryptCost(t *testing.T) {
-	b := newReadBudget(2)
+	b := newReadBudget(2, 1)
 	if got := b.limit.Load(); got != readBudgetBytes {
 		t.Fatalf("before any cost is known: limit %d, want %d", got, readBudgetBytes)
 	}
@@ -41,5 +41,21 @@ func TestReadBudgetFollowsTheDecryptCost(t *testing.T) {
 	b.observe(100, time.Hour) // too short to time: ignored
 	if got := b.limit.Load(); got != readBudgetBytes {
 		t.Fatalf("a 100-byte sample moved the limit to %d", got)
+	}
+}
+
+func TestReadBudgetIsSharedByTheWorkers(t *testing.T) {
+	if got := newReadBudget(2, 2).limit.Load(); got != readBudgetBytes/2 {
+		t.Fatalf("nsca_workers=2: limit %d, want %d", got, readBudgetBytes/2)
+	}
+	b := newReadBudget(2, 4)
+	for range 100 {
+		b.observe(4304, time.Microsecond)
+	}
+	if got := b.limit.Load(); got != readBudgetBytes/4 {
+		t.Fatalf("nsca_workers=4, a fast cipher: limit %d, want %d", got, readBudgetBytes/4)
+	}
+	if got := newReadBudget(1, 1000).limit.Load(); got != readBudgetMin {
+		t.Fatalf("1,000 workers: limit %d, want the minimum %d", got, readBudgetMin)
 	}
 }

@@ -24,9 +24,19 @@
 //	    (startSharded shards by connection), which keeps one client's results
 //	    in order without locks.
 //
+// One hand-off is not a channel: accept gives a connection it greeted to a
+// reader by registering it with that reader's epoll set (readIntake). The
+// next thing to happen on a new connection is an epoll event anyway, and a
+// channel would wake a goroutine per connection only to make that call.
+// Connections taken over from elsewhere (inetd's) still come through the
+// read stage's channel, whose closing still starts the drain.
+//
 // The stages share counters and the rate-limited log through Env; the
 // channels between them are bounded by queue_size, so a slow sink makes
 // the stages upstream wait and, at the end, the clients, as with stock.
+// Readers wait for their epoll sets in Go's poller, and the hot path's
+// non-blocking system calls are made raw (stages/rawsys), so that no thread
+// blocks in a system call and none of them wakes the runtime's sysmon.
 //
 // What the stages use lives beside them: the wire format in stages/codec,
 // the ciphers in stages/cipher, the destinations in stages/emit/sink (with

@@ -143,7 +143,7 @@ func (r *reader) wakeLocked() {
 func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadConfig, env Env) error {
 	n := max(cfg.Readers, 1)
 	if cfg.budget == nil {
-		cfg.budget = newReadBudget(1)
+		cfg.budget = newReadBudget(1, 1)
 	}
 	readers := make([]*reader, 0, n)
 	for range n {

@@ -166,7 +166,7 @@ func (s *Server) run(inetdFD int) error {
 		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
 	}
 	// The decrypt goroutines run at once as far as this process has CPUs.
-	budget := newReadBudget(min(threads, runtime.GOMAXPROCS(0)))
+	budget := newReadBudget(min(threads, runtime.GOMAXPROCS(0)), cfg.Workers)
 	s.acceptCfg.Listeners = s.listeners
 	s.acceptCfg.behind = func() bool { return budget.behind() || len(chunks) == cap(chunks) }
 	intake := &readIntake{}
