@@ -26,24 +26,17 @@ func errnoErr(e unix.Errno) error {
 }
 
 // Read is read(2) on a non-blocking descriptor.
-func Read(fd int, b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	runtime.KeepAlive(b)
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
-}
+func Read(fd int, b []byte) (int, error) { return transfer(unix.SYS_READ, fd, b) }
 
 // Write is write(2) on a non-blocking descriptor.
-func Write(fd int, b []byte) (int, error) {
+func Write(fd int, b []byte) (int, error) { return transfer(unix.SYS_WRITE, fd, b) }
+
+// transfer is read(2) or write(2) of b.
+func transfer(trap uintptr, fd int, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	n, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	runtime.KeepAlive(b)
 	if e != 0 {
 		return -1, e
