@@ -233,10 +233,32 @@ func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out c
 	return true
 }
 
+// ivs hands out the init packets' IVs from a buffer of random bytes made
+// ivsPerRefill at a time: one getrandom(2) per that many connections. An
+// IV is sent in the clear and only needs to be unpredictable, which the
+// buffer's bytes from crypto/rand are.
+var ivs struct {
+	sync.Mutex
+	buf [ivsPerRefill * codec.IVSize]byte
+	off int
+}
+
+const ivsPerRefill = 32
+
+func nextIV(iv *[codec.IVSize]byte) {
+	ivs.Lock()
+	defer ivs.Unlock()
+	if ivs.off == 0 || ivs.off+codec.IVSize > len(ivs.buf) {
+		rand.Read(ivs.buf[:])
+		ivs.off = 0
+	}
+	ivs.off += copy(iv[:], ivs.buf[ivs.off:])
+}
+
 // greet sends the connection its init packet: a fresh IV and the time.
 func (c *Conn) greet() error {
 	c.InitTime = uint32(time.Now().Unix())
-	rand.Read(c.IV[:])
+	nextIV(&c.IV)
 	var init [codec.InitSize]byte
 	codec.InitPacket(init[:], c.IV[:], c.InitTime)
 	if n, err := rawsys.Write(c.fd, init[:]); n != len(init) {
