@@ -15,10 +15,9 @@ import (
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
-	"nsca_fast/stages/rawsys"
-
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/rawsys"
 )
 
 // ErrAccept wraps failures to take over a listening socket.
@@ -179,26 +178,13 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 	}
 }
 
-func syscallAddrPort(sa syscall.Sockaddr) netip.AddrPort {
-	switch sa := sa.(type) {
-	case *syscall.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
-	case *syscall.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
-	}
-	return netip.AddrPort{}
-}
-
 // adopt serves a connection that was accepted elsewhere: inetd's stdin.
 func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return false
 	}
-	var peer netip.AddrPort
-	if sa, err := syscall.Getpeername(fd); err == nil {
-		peer = syscallAddrPort(sa)
-	}
+	peer, _ := rawsys.Getpeername(fd) // none for a unix socket
 	return a.admit(ctx, fd, peer, out)
 }
 
@@ -248,11 +234,11 @@ const ivsPerRefill = 32
 func nextIV(iv *[codec.IVSize]byte) {
 	ivs.Lock()
 	defer ivs.Unlock()
-	if ivs.off == 0 || ivs.off+codec.IVSize > len(ivs.buf) {
+	if ivs.off == 0 {
 		rand.Read(ivs.buf[:])
-		ivs.off = 0
 	}
-	ivs.off += copy(iv[:], ivs.buf[ivs.off:])
+	copy(iv[:], ivs.buf[ivs.off:])
+	ivs.off = (ivs.off + codec.IVSize) % len(ivs.buf)
 }
 
 // greet sends the connection its init packet: a fresh IV and the time.

@@ -65,7 +65,7 @@ type Conn struct {
 // last chunk of a connection: the read stage sends exactly one.
 type chunk struct {
 	conn *Conn
-	buf  []byte // from getChunk; may be nil with eof
+	buf  []byte // from getBuf; may be nil with eof
 	eof  bool
 	why  string // why the connection ended, for eof
 }
@@ -95,8 +95,6 @@ const (
 	smallChunkSize = 1 << 10
 )
 
-func getChunk(size int) []byte { return getBuf(size) }
-
 // shrinkChunk returns the n bytes read into the large buffer b, moved to a
 // small buffer (and b back to its pool) when they fit in one.
 func shrinkChunk(b []byte, n int) []byte {
@@ -108,8 +106,6 @@ func shrinkChunk(b []byte, n int) []byte {
 	putBuf(b)
 	return small[:n]
 }
-
-func putChunk(b []byte) { putBuf(b) }
 
 // Buffers are pooled per capacity: read chunks, send_nsca's 4304-byte
 // packets, and each larger size payload_length accepts. A pool holds the
@@ -138,6 +134,3 @@ func putBuf(b []byte) {
 // getPacketBuf returns a buffer for a packet of n bytes, n bytes long or
 // longer (at least 4304).
 func getPacketBuf(n int) []byte { return getBuf(max(n, codec.Size)) }
-
-// putPacketBuf returns a buffer from getPacketBuf.
-func putPacketBuf(b []byte) { putBuf(b) }

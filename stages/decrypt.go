@@ -273,7 +273,7 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 			if r := ch.conn.reader; r != nil {
 				r.budget.release(ch.conn, cap(ch.buf))
 			}
-			putChunk(ch.buf)
+			putBuf(ch.buf)
 		}
 		if ch.eof {
 			d.finish(ctx, ch.conn, ch.why, out)
@@ -436,7 +436,7 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.curN, Want: size, Why: why}})
 	}
 	if c.cur != nil {
-		putPacketBuf(c.cur)
+		putBuf(c.cur)
 		c.cur = nil
 	}
 	if c.key != nil {

@@ -94,7 +94,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 					out := make(chan Packet, 16)
 					for len(ct) > 0 {
 						n := min(1+rng.IntN(6000), len(ct))
-						buf := getChunk(chunkSize)[:0]
+						buf := getBuf(chunkSize)[:0]
 						buf = append(buf[:0], ct[:n]...) // chunks are pool buffers, as the read stage sends
 						d.feed(context.Background(), c, buf, out)
 						ct = ct[n:]
@@ -138,12 +138,12 @@ func TestDecryptNoAllocs(t *testing.T) {
 	ct := encryptStream(t, d.engine, c.IV[:], plain)
 	out := make(chan Packet, 1)
 	d.feed(context.Background(), c, bytes.Clone(ct), out) // decides the size
-	putPacketBuf((<-out).Data)
-	buf := getChunk(chunkSize)[:codec.Size]
+	putBuf((<-out).Data)
+	buf := getBuf(chunkSize)[:codec.Size]
 	allocs := testing.AllocsPerRun(200, func() {
 		copy(buf, ct) // any bytes: only the cost is measured
 		d.feed(context.Background(), c, buf, out)
-		putPacketBuf((<-out).Data)
+		putBuf((<-out).Data)
 	})
 	if allocs != 0 {
 		t.Errorf("%.1f allocations per packet, want 0", allocs)

@@ -765,7 +765,7 @@ func TestRequestCloseAfterReaderExit(t *testing.T) {
 			if !ok {
 				done = true
 			} else if ch.buf != nil {
-				putChunk(ch.buf)
+				putBuf(ch.buf)
 			}
 		case <-deadline:
 			t.Fatal("the read stage did not finish")
@@ -875,7 +875,7 @@ func TestDecryptPerConnection(t *testing.T) {
 				if err := enc.Init([]byte(testPassword), bytes.Clone(c.IV[:])); err != nil {
 					t.Fatal(err)
 				}
-				buf := getChunk(chunkSize)[:codec.Size]
+				buf := getBuf(chunkSize)[:codec.Size]
 				copy(buf, plain)
 				enc.Encrypt(buf)
 

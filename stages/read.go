@@ -12,10 +12,9 @@ import (
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
-	"nsca_fast/stages/rawsys"
-
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/rawsys"
 )
 
 // ReadConfig are the read stage's settings.
@@ -99,8 +98,6 @@ type reader struct {
 	draining bool
 	exited   bool // the loop has ended and wakefd is closed
 
-	chunkSize int
-
 	// now is the loop's clock, taken once per epoll_wait, so marking a
 	// connection active costs no clock read per read.
 	now int64
@@ -178,7 +175,8 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadC
 
 // newReader makes a reader's epoll instance and its wake-up eventfd.
 func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
-	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, chunkSize: cmp.Or(cfg.ChunkSize, chunkSize), conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
+	cfg.ChunkSize = cmp.Or(cfg.ChunkSize, chunkSize)
+	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
 	var err error
 	if r.epoll, err = newEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
@@ -351,7 +349,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			}
 			return
 		}
-		buf := getChunk(r.chunkSize)
+		buf := getBuf(r.cfg.ChunkSize)
 		n, err := rawsys.Read(c.fd, buf)
 		switch {
 		case n > 0:
@@ -369,17 +367,17 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			}
 			held = b
 		case n == 0:
-			putChunk(buf)
+			putBuf(buf)
 			r.closeConnWith(ctx, c, out, "", held)
 			return
 		case err == unix.EINTR:
-			putChunk(buf)
+			putBuf(buf)
 		case err == unix.EAGAIN:
-			putChunk(buf)
+			putBuf(buf)
 			flush()
 			return
 		default:
-			putChunk(buf)
+			putBuf(buf)
 			r.closeConnWith(ctx, c, out, err.Error(), held)
 			return
 		}
@@ -599,7 +597,7 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 	if len(rest) > 0 {
 		// A client that did not wait for its init packet.
 		c.bytesRead += uint64(len(rest))
-		b := getChunk(r.chunkSize)
+		b := getBuf(r.cfg.ChunkSize)
 		return send(ctx, out, chunk{conn: c, buf: shrinkChunk(b, copy(b, rest))})
 	}
 	return true

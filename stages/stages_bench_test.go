@@ -94,14 +94,14 @@ func BenchmarkReadStage(b *testing.B) {
 			r.budget.release(ch.conn, cap(ch.buf))
 		}
 		if ch.buf != nil {
-			putChunk(ch.buf)
+			putBuf(ch.buf)
 		}
 	}
 	b.StopTimer()
 	unix.Close(sp[1])
 	for ch := range out {
 		if ch.buf != nil {
-			putChunk(ch.buf)
+			putBuf(ch.buf)
 		}
 	}
 }
@@ -128,7 +128,7 @@ func BenchmarkDecryptStageXOR(b *testing.B) {
 	b.ResetTimer()
 	go func() {
 		for range b.N {
-			buf := getChunk(chunkSize)
+			buf := getBuf(chunkSize)
 			buf = buf[:copy(buf[:cap(buf)], pkt)]
 			in <- chunk{conn: c, buf: buf}
 		}
@@ -142,7 +142,7 @@ func BenchmarkDecryptStageXOR(b *testing.B) {
 				b.Fatal("the decrypted packet does not pass codec.Check")
 			}
 			n++
-			putPacketBuf(p.Data)
+			putBuf(p.Data)
 		}
 	}
 	b.StopTimer()

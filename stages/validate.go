@@ -54,7 +54,7 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 					continue
 				}
 				item, ok := v.check(p)
-				putPacketBuf(p.Data)
+				putBuf(p.Data)
 				if ok && !send(ctx, out, item) {
 					return
 				}

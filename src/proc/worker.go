@@ -62,10 +62,6 @@ func (w *Worker) Ready() { fmt.Fprintln(w.status, "ready") }
 // daemon's statistics line, waiting for room in the pipe if need be.
 func (w *Worker) Report(s counters.Snapshot) { w.report(s, false) }
 
-// statusAtomic is PIPE_BUF: a write of at most this many bytes into the
-// status pipe goes in whole or not at all.
-const statusAtomic = 4096
-
 // report sends the counters. With mayDrop, a report that fits the pipe
 // atomically is written raw and dropped if the pipe is full: reports are
 // running totals, so the next one carries this one's and more, and a
@@ -76,7 +72,7 @@ func (w *Worker) report(s counters.Snapshot, mayDrop bool) {
 	b, _ := json.Marshal(s)
 	line := make([]byte, 0, len(b)+7)
 	line = append(append(append(line, "stats "...), b...), '\n')
-	if mayDrop && len(line) <= statusAtomic {
+	if mayDrop && len(line) <= rawsys.PipeBuf {
 		rawsys.Write(workerStatusFD, line)
 		return
 	}

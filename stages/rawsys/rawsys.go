@@ -18,6 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// PipeBuf is PIPE_BUF on Linux: a write of at most this many bytes into a
+// pipe goes in whole or not at all.
+const PipeBuf = 4096
+
 func errnoErr(e unix.Errno) error {
 	if e == 0 {
 		return nil
@@ -80,6 +84,18 @@ func Accept4(lfd int, flags int) (int, netip.AddrPort, error) {
 		return -1, netip.AddrPort{}, e
 	}
 	return int(fd), peer(&sa), nil
+}
+
+// Getpeername is getpeername(2): the address of the socket's peer, the
+// zero AddrPort for other families than IPv4 and IPv6.
+func Getpeername(fd int) (netip.AddrPort, error) {
+	var sa unix.RawSockaddrAny
+	size := uint32(unsafe.Sizeof(sa))
+	_, _, e := unix.RawSyscall(unix.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&size)))
+	if e != 0 {
+		return netip.AddrPort{}, e
+	}
+	return peer(&sa), nil
 }
 
 // peer decodes an IPv4 or IPv6 socket address; other families (a unix

@@ -68,6 +68,9 @@ func TestAccept4ReportsThePeer(t *testing.T) {
 		if want := c.LocalAddr().(*net.TCPAddr).AddrPort(); peer != want {
 			t.Errorf("%s: peer %v, want %v", network, peer, want)
 		}
+		if got, err := Getpeername(fd); err != nil || got != peer {
+			t.Errorf("%s: getpeername %v, %v; want %v", network, got, err, peer)
+		}
 		Close(fd)
 		c.Close()
 		f.Close()

@@ -15,7 +15,7 @@ import (
 // pipeBuf is the largest write the kernel keeps atomic on a pipe; lines are
 // grouped into writes no larger than this so that the core never sees half
 // a line interleaved with another writer's.
-const pipeBuf = 4096
+const pipeBuf = rawsys.PipeBuf
 
 // Errors of the command file sink.
 var (
@@ -63,10 +63,6 @@ type CommandFile struct {
 
 	fd     int
 	isFIFO bool
-	// dev and ino identify the file fd is open on, so a FIFO kept open
-	// between batches is reopened when the path names another file (the
-	// core made a new one) or none.
-	dev, ino uint64
 	// congested is set when the pipe stayed full for FullWait, until a write
 	// goes through again: meanwhile results do not wait for it, so a slow
 	// core costs one FullWait, not one per batch, before the spool takes over.
@@ -127,7 +123,6 @@ func (c *CommandFile) open() error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err == nil {
 		c.isFIFO = st.Mode&unix.S_IFMT == unix.S_IFIFO
-		c.dev, c.ino = st.Dev, st.Ino
 	}
 	c.lastKind = "file"
 	if c.isFIFO {
