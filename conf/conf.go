@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"unicode"
@@ -81,7 +82,7 @@ type Config struct {
 
 	DecryptionMode          int  // decryption_mode: 0 instance per connection, 1 per goroutine
 	Workers                 int  // nsca_workers
-	ThreadsPerWorker        int  // nsca_threads_per_worker; 0 = number of CPUs
+	ThreadsPerWorker        int  // nsca_threads_per_worker; 0 = CPUShare
 	MaxChecksPerConnection  int  // max_checks_per_connection; 0 = unlimited
 	MaxPacketAgeEnabled     bool // max_packet_age_enabled
 	CheckResultPathMaxFiles int  // check_result_path_max_files; 0 = no cap
@@ -349,6 +350,11 @@ func (c *Config) Dump() []string {
 	}
 	return out
 }
+
+// CPUShare is one process's share of the CPUs: all of them when the main
+// process serves, else the number of CPUs divided by nsca_workers, at least
+// one.
+func (c *Config) CPUShare() int { return max(1, runtime.NumCPU()/max(c.Workers, 1)) }
 
 // Method returns the decryption method configured. A number that is not a
 // method (possible only if the field was set without Validate) yields a

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -875,6 +876,17 @@ func TestRemoteSinkRoles(t *testing.T) {
 		}
 		if got := cfg.Fallback(cfg.GearmanFallback); got != c.gearmanFallback {
 			t.Errorf("%q: gearman fallback %s, want %s", c.file, got, c.gearmanFallback)
+		}
+	}
+}
+
+// TestCPUShare: each of n workers gets the CPUs divided by n, at least one;
+// the main process alone gets them all.
+func TestCPUShare(t *testing.T) {
+	n := runtime.NumCPU()
+	for _, c := range []struct{ workers, want int }{{0, n}, {1, n}, {n, 1}, {10 * n, 1}} {
+		if got := (&Config{Workers: c.workers}).CPUShare(); got != c.want {
+			t.Errorf("nsca_workers=%d: share %d, want %d", c.workers, got, c.want)
 		}
 	}
 }

@@ -119,7 +119,7 @@ var options = []option{
 		doc:  "Worker processes sharing the port with SO_REUSEPORT, 0..100. 0: serve in the main process."},
 	{name: "nsca_threads_per_worker", def: "0", origin: originNscaFast,
 		kind: integer(func(c *Config) *int { return &c.ThreadsPerWorker }, 0, 1000, ""),
-		doc:  "Decrypt goroutines per worker, 0..1000. 0: one per CPU."},
+		doc:  "Decrypt goroutines per worker, 0..1000. 0: one per CPU of the worker's share, the CPUs divided by nsca_workers."},
 	{name: "max_checks_per_connection", def: "5000", origin: originNscaFast,
 		kind: integer(func(c *Config) *int { return &c.MaxChecksPerConnection }, 0, noLimit, ""),
 		doc:  "A connection that sends more results than this is closed. 0: no limit."},

@@ -151,12 +151,13 @@ func run(args []string) int {
 		}()
 	}
 	app := &proc.App{
-		Args:     args,
-		Load:     func() (*conf.Config, error) { return loadConfig(o) },
-		Check:    stages.Check,
-		New:      func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.New(cfg, lfds) },
-		ServeOne: stages.ServeInetd,
-		Describe: func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
+		Args:          args,
+		Load:          func() (*conf.Config, error) { return loadConfig(o) },
+		Check:         stages.Check,
+		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.New(cfg, lfds) },
+		ServeOne:      stages.ServeInetd,
+		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
+		CgoGoroutines: stages.CgoGoroutines,
 	}
 	switch {
 	case worker != nil:

@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
+	"nsca_fast/conf"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
@@ -45,35 +48,42 @@ func newTestDecrypter(t testing.TB, cfg CipherConfig) (*decrypter, *counters.Sta
 		t.Fatal(p.err)
 	}
 	stats := counters.NewStats()
-	d := &decrypter{cfg: cfg, engine: p.engine, sizes: cfg.packetSizes(), stats: stats,
-		log: counters.NewRateLog(time.Second, 5), xor: codec.NewXORKey(cfg.Password)}
-	if !cfg.PerConnection && p.engine != nil {
-		k, err := p.engine.NewKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(k.Close)
-		d.shared = k
+	d, err := newDecrypter(cfg, p, stats, counters.NewRateLog(time.Second, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.shared != nil {
+		t.Cleanup(d.shared.Close)
 	}
 	return d, stats
 }
 
 // TestDecryptPayloadLengths frames connections of every accepted packet
-// size, in random chunk splits, several packets each, with the native and
-// the own engines in both modes, and a connection whose size is not
-// accepted.
+// size, in random chunk splits, several packets each, with the native,
+// libmcrypt (whose chunks above cgoSlice are decrypted in slices) and the
+// own engines in both modes, and a connection whose size is not accepted.
 func TestDecryptPayloadLengths(t *testing.T) {
 	lengths := []int{512, 1024, 4096, 8192}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, m := range []struct {
+	type method struct {
 		method     int
 		alg        string
 		nativeOnly bool
-	}{{14, "rijndael-128", false}, {3, "tripledes", false}, {100, "aes128", true}, {102, "gost", true}} {
+		engine     string
+	}
+	methods := []method{{14, "rijndael-128", false, cipher.EngineNative}, {3, "tripledes", false, cipher.EngineNative},
+		{100, "aes128", true, cipher.EngineNative}, {102, "gost", true, cipher.EngineNative}}
+	if cipher.HasLibmcrypt() {
+		methods = append(methods, method{3, "tripledes", false, cipher.EngineLibmcrypt}, method{8, "blowfish", false, cipher.EngineLibmcrypt})
+	}
+	for _, m := range methods {
 		for _, perConn := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/perconn=%v", m.alg, perConn), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/perconn=%v", m.alg, m.engine, perConn), func(t *testing.T) {
 				cfg := CipherConfig{Method: m.method, Algorithm: m.alg, Password: []byte(testPassword), PerConnection: perConn,
-					Engine: cipher.EngineNative, NativeOnly: m.nativeOnly, PayloadLengths: lengths}
+					Engine: m.engine, NativeOnly: m.nativeOnly, PayloadLengths: lengths}
+				if d, _ := newTestDecrypter(t, cfg); d.callsC != (m.engine == cipher.EngineLibmcrypt) {
+					t.Fatalf("callsC = %v with engine %s", d.callsC, m.engine)
+				}
 				d, _ := newTestDecrypter(t, cfg)
 				for _, payload := range append(lengths, 2048) {
 					c := &Conn{ID: 1, reader: &reader{}}
@@ -147,5 +157,28 @@ func TestDecryptNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%.1f allocations per packet, want 0", allocs)
+	}
+}
+
+// TestCgoGoroutines: only libmcrypt's decrypt goroutines spend their time
+// in C calls, one per CPU of the worker's share by default.
+func TestCgoGoroutines(t *testing.T) {
+	for _, c := range []struct {
+		method, engine string
+		threads, want  int
+	}{{"1", "", 0, 0}, {"14", cipher.EngineNative, 0, 0}, {"3", cipher.EngineLibmcrypt, 3, 3}, {"3", cipher.EngineLibmcrypt, 0, runtime.NumCPU()}} {
+		if c.engine == cipher.EngineLibmcrypt && !cipher.HasLibmcrypt() {
+			continue
+		}
+		cfg := conf.Embedded()
+		cfg.Password = testPassword
+		n, err := strconv.Atoi(c.method)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.DecryptionMethod, cfg.DecryptionEngine, cfg.ThreadsPerWorker = n, c.engine, c.threads
+		if got := CgoGoroutines(cfg); got != c.want {
+			t.Errorf("method %s, engine %q, %d threads: %d in C calls, want %d", c.method, c.engine, c.threads, got, c.want)
+		}
 	}
 }

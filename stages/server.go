@@ -55,12 +55,26 @@ const (
 )
 
 // Threads is the number of decrypt goroutines: nsca_threads_per_worker, or
-// one per CPU when it is 0.
+// one per CPU of the process's share when it is 0. More would only queue
+// for the same CPUs, and with libmcrypt each is a thread of its own.
 func Threads(cfg *conf.Config) int {
 	if cfg.ThreadsPerWorker > 0 {
 		return cfg.ThreadsPerWorker
 	}
-	return runtime.NumCPU()
+	return cfg.CPUShare()
+}
+
+// CgoGoroutines is how many of a server's goroutines for cfg spend their
+// time in C calls: the decrypt goroutines when libmcrypt serves the method,
+// else none. The process should have a P for each beyond its share of the
+// CPUs: a goroutine in a C call keeps its P, and when no P is idle the
+// runtime's monitor takes it back after 20 µs and then polls every 20 µs for
+// a millisecond, which cost a libmcrypt server 4 % of its CPU.
+func CgoGoroutines(cfg *conf.Config) int {
+	if rep, err := ServeCipher(CipherOf(cfg)); err != nil || rep.Engine != cipher.EngineLibmcrypt {
+		return 0
+	}
+	return Threads(cfg)
 }
 
 // openFilesLimit is RLIMIT_NOFILE, the most descriptors this process may

@@ -5,10 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"nsca_fast/conf"
 )
 
 func TestResolveIdentity(t *testing.T) {
@@ -105,5 +108,30 @@ func TestNotify(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", "")
 	if err := Notify("READY=1"); err != nil {
 		t.Errorf("without NOTIFY_SOCKET: %v; want nothing done", err)
+	}
+}
+
+// TestSetProcs: a process runs Go code on its share of the CPUs, plus a P
+// for each goroutine that spends its time in C calls; GOMAXPROCS in the
+// environment wins.
+func TestSetProcs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	inC := 0
+	a := &App{CgoGoroutines: func(*conf.Config) int { return inC }}
+	t.Setenv("GOMAXPROCS", "")
+	for _, c := range []struct{ workers, inC int }{{0, 0}, {0, 3}, {2, 2}, {4 * runtime.NumCPU(), 1}} {
+		inC = c.inC
+		cfg := &conf.Config{Workers: c.workers}
+		a.setProcs(cfg)
+		want := max(1, runtime.NumCPU()/max(c.workers, 1)) + c.inC
+		if got := runtime.GOMAXPROCS(0); got != want {
+			t.Errorf("nsca_workers=%d, %d in C calls: GOMAXPROCS %d, want %d", c.workers, c.inC, got, want)
+		}
+	}
+	runtime.GOMAXPROCS(1)
+	t.Setenv("GOMAXPROCS", "1")
+	a.setProcs(&conf.Config{})
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("with GOMAXPROCS=1 in the environment: %d", got)
 	}
 }

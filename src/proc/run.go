@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/golang/glog"
@@ -39,6 +40,24 @@ type App struct {
 	ServeOne func(cfg *conf.Config, fd int) error
 	// Describe is the start-up line's account of how the daemon serves.
 	Describe func(cfg *conf.Config) string
+	// CgoGoroutines is how many of a server's goroutines spend their time
+	// in C calls, each of which wants a P of its own (nil: none).
+	CgoGoroutines func(cfg *conf.Config) int
+}
+
+// setProcs sizes GOMAXPROCS for a process serving cfg: its share of the
+// CPUs, so that n workers' runtimes do not keep n times as many threads
+// spinning for work, plus a P for each goroutine that spends its time in C
+// calls. GOMAXPROCS in the environment still wins.
+func (a *App) setProcs(cfg *conf.Config) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	n := cfg.CPUShare()
+	if a.CgoGoroutines != nil {
+		n += a.CgoGoroutines(cfg)
+	}
+	runtime.GOMAXPROCS(n)
 }
 
 // Fail reports a start-up error on stderr and, for a detached daemon, to

@@ -33,6 +33,7 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 	if err := dropPrivileges(cfg); err != nil {
 		return Fail(err)
 	}
+	a.setProcs(cfg)
 	srv, err := a.New(cfg, lfds)
 	if err != nil {
 		return Fail(err)
@@ -121,6 +122,7 @@ func (s *single) reload() error {
 	if err != nil {
 		return err
 	}
+	s.app.setProcs(cfg)
 	prev := s.current
 	s.start(next)
 	prev.Shutdown()

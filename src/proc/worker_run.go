@@ -3,7 +3,6 @@ package proc
 import (
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -25,12 +24,7 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	// ever drains. A log line written to a pipe whose reader died must not
 	// end the drain either.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
-	// Each worker gets its share of the CPUs: with GOMAXPROCS at every
-	// CPU, n workers' runtimes would keep n times as many threads spinning
-	// for work. GOMAXPROCS in the environment still wins.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(cfg.Workers, 1)))
-	}
+	a.setProcs(cfg)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, ParentDeathSignal)
 	if w.Syslog {
