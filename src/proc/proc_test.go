@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,5 +134,21 @@ func TestSetProcs(t *testing.T) {
 	a.setProcs(&conf.Config{})
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Errorf("with GOMAXPROCS=1 in the environment: %d", got)
+	}
+}
+
+// TestSetGCPercent: the GC target is ours unless GOGC in the environment
+// set one.
+func TestSetGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	setGCPercent(servingGCPercent)
+	if got := debug.SetGCPercent(100); got != servingGCPercent {
+		t.Errorf("GC percent %d, want %d", got, servingGCPercent)
+	}
+	t.Setenv("GOGC", "100")
+	setGCPercent(supervisorGCPercent)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC=100 in the environment: GC percent %d", got)
 	}
 }

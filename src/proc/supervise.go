@@ -16,6 +16,7 @@ import (
 // start workers that enter nsca_chroot; it never touches client data.
 func (a *App) RunSupervisor(cfg *conf.Config) int {
 	sigs := signals()
+	setGCPercent(supervisorGCPercent)
 	if _, err := ResolveIdentity(cfg.User, cfg.Group); err != nil {
 		return Fail(err)
 	}
