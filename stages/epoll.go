@@ -28,6 +28,13 @@ type epollSet struct {
 	// wait needs an earlier or a much later one, since each move costs a
 	// timer update.
 	deadline time.Time
+	// The wait in progress: the events it fills and what the last poll
+	// found. poll is bound once, because a closure made per wait would be
+	// an allocation per wait.
+	events []unix.EpollEvent
+	n      int
+	werr   error
+	poll   func(fd uintptr) bool
 }
 
 func newEpollSet() (*epollSet, error) {
@@ -42,6 +49,7 @@ func newEpollSet() (*epollSet, error) {
 		return nil, err
 	}
 	e := &epollSet{fd: fd, file: os.NewFile(uintptr(fd), "epoll")}
+	e.poll = e.pollOnce
 	if e.raw, err = e.file.SyscallConn(); err != nil {
 		e.file.Close()
 		return nil, err
@@ -63,14 +71,9 @@ func (e *epollSet) remove(fd int) error {
 // wait fills events with what is ready, waiting at most timeout for the
 // first; 0 events means the timeout passed.
 func (e *epollSet) wait(events []unix.EpollEvent, timeout time.Duration) (int, error) {
-	var n int
-	var werr error
-	poll := func(fd uintptr) bool {
-		n, werr = rawsys.EpollPoll(int(fd), events)
-		return n != 0 || werr != nil && werr != unix.EINTR
-	}
-	if poll(uintptr(e.fd)) {
-		return max(n, 0), werr
+	e.events = events
+	if e.poll(uintptr(e.fd)) {
+		return max(e.n, 0), e.werr
 	}
 	now := time.Now()
 	until := now.Add(timeout)
@@ -79,7 +82,7 @@ func (e *epollSet) wait(events []unix.EpollEvent, timeout time.Duration) (int, e
 		e.file.SetReadDeadline(until)
 	}
 	// Read calls poll again each time the poller reports the set readable.
-	err := e.raw.Read(poll)
+	err := e.raw.Read(e.poll)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		e.deadline = time.Time{}
@@ -87,7 +90,15 @@ func (e *epollSet) wait(events []unix.EpollEvent, timeout time.Duration) (int, e
 	case err != nil:
 		return 0, fmt.Errorf("waiting in the poller: %w", err)
 	}
-	return max(n, 0), werr
+	return max(e.n, 0), e.werr
+}
+
+// pollOnce is a zero-timeout epoll_wait into the events of the wait in
+// progress; it reports whether the wait is over (events, or an error other
+// than EINTR).
+func (e *epollSet) pollOnce(fd uintptr) bool {
+	e.n, e.werr = rawsys.EpollPoll(int(fd), e.events)
+	return e.n != 0 || e.werr != nil && e.werr != unix.EINTR
 }
 
 // close releases the instance; the polled descriptors stay open.
