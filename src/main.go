@@ -17,6 +17,7 @@ import (
 	"nsca_fast/conf"
 	"nsca_fast/src/proc"
 	"nsca_fast/stages"
+	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -100,7 +101,11 @@ func run(args []string) int {
 		fs.PrintDefaults()
 		return 0
 	case o.version:
-		fmt.Printf("nsca_fast %s (NSCA 2.10 protocol, libmcrypt)\n", Version)
+		engine := "libmcrypt"
+		if !cipher.HasLibmcrypt() {
+			engine = "built without libmcrypt: methods 0, 1 and the native ones"
+		}
+		fmt.Printf("nsca_fast %s (NSCA 2.10 protocol, %s)\n", Version, engine)
 		return 0
 	case o.license:
 		fmt.Println("nsca_fast is free software under the GNU General Public License, version 3 or later.\nThere is NO WARRANTY, to the extent permitted by law.")

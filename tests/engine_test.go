@@ -139,6 +139,15 @@ func TestEngineRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("version", func(t *testing.T) {
+		for bin, want := range map[string]string{daemonBin(): "(NSCA 2.10 protocol, libmcrypt)",
+			nocgo: "(NSCA 2.10 protocol, built without libmcrypt: methods 0, 1 and the native ones)"} {
+			out, err := exec.Command(bin, "-V").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), want) {
+				t.Errorf("%s -V: %v; want %q in: %s", filepath.Base(bin), err, want, out)
+			}
+		}
+	})
 	t.Run("check-config", func(t *testing.T) {
 		for _, c := range []struct {
 			bin  string
