@@ -393,18 +393,18 @@ func (d *decrypter) decideSize(first []byte) (size int, decided bool) {
 }
 
 // cgoSlice is the most one libmcrypt call decrypts: about 6 ms of 3DES, the
-// dearest method in use. A goroutine in a C call keeps its P, and the
-// runtime's monitor takes the P back from a call that has run 10 ms; each
-// time it takes one back it polls every 20 µs for the next millisecond, and
-// with a call per chunk that cost 4 % of a libmcrypt server's CPU.
+// dearest method in use, under the 10 ms after which the runtime's sysmon
+// takes the P back from a goroutine in a C call.
 const cgoSlice = 4 << 10
 
 // decryptSliced decrypts buf with libmcrypt in calls of at most cgoSlice
-// bytes, yielding before each, or with a native engine in one call. The
-// yield leaves the P nothing queued (the validate goroutine the last packet
-// woke runs first) and moves its schedule tick: the monitor also takes a P
-// back from a C call when its queue has work, or when one goroutine has run
-// on it for 10 ms, which a decrypt goroutine that never waits for input does.
+// bytes, yielding before each, or with a native engine in one call. sysmon
+// also takes the P of a C call when work is queued on it or when one
+// goroutine has held it for 10 ms, and each time polls every 20 µs for the
+// next millisecond: 4 % of a libmcrypt server's CPU. The yield runs the
+// validate goroutine the last packet woke first, so nothing is queued, and
+// moves the P's schedule tick, which a decrypt goroutine that never waits
+// for input would not.
 func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
 	if !d.callsC {
 		d.decrypt(c, buf)
