@@ -142,9 +142,9 @@ func TestSetProcs(t *testing.T) {
 func TestSetGCPercent(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	t.Setenv("GOGC", "")
-	setGCPercent(servingGCPercent)
-	if got := debug.SetGCPercent(100); got != servingGCPercent {
-		t.Errorf("GC percent %d, want %d", got, servingGCPercent)
+	setGCPercent(workerGCPercent)
+	if got := debug.SetGCPercent(100); got != workerGCPercent {
+		t.Errorf("GC percent %d, want %d", got, workerGCPercent)
 	}
 	t.Setenv("GOGC", "100")
 	setGCPercent(supervisorGCPercent)

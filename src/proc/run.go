@@ -46,16 +46,18 @@ type App struct {
 	CgoGoroutines func(cfg *conf.Config) int
 }
 
-// GC targets, as GOGC percentages: how far each process's heap may grow
-// past what is live before the next collection. Go's default of 100 also
-// lets a heap reach 4 MB before its first. A serving process's garbage is
-// mostly the strings of each check; at 50 a worker held 4-7 MB less under
-// 1,000 clients sending at once (the read budget's bytes are live there,
-// and the heap grew to twice them), at no CPU cost that showed beside the
-// runs' noise. The supervisor only decodes the workers' reports: at 20
-// its heap stays near 1 MB instead of growing to 4.
+// GC targets, as GOGC percentages: how far a process's heap may grow past
+// what is live before the next collection; Go's default of 100 also lets a
+// heap reach 4 MB before its first. With workers, those heaps add up: at 50
+// a worker held 4-7 MB less under 1,000 clients sending at once (the read
+// budget's bytes are live there, and the heap grew to twice them), at no
+// CPU cost that showed beside the runs' noise. The one process of
+// nsca_workers=0 keeps Go's default: at one check per connection, where
+// each connection's state is most of the garbage, 50 cost it 2-10 % more
+// CPU per check (three back-to-back pairs). The supervisor only decodes the
+// workers' reports: at 20 its heap stays near 1 MB instead of growing to 4.
 const (
-	servingGCPercent    = 50
+	workerGCPercent     = 50
 	supervisorGCPercent = 20
 )
 

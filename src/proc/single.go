@@ -34,7 +34,6 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 		return Fail(err)
 	}
 	a.setProcs(cfg)
-	setGCPercent(servingGCPercent)
 	srv, err := a.New(cfg, lfds)
 	if err != nil {
 		return Fail(err)

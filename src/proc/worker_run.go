@@ -25,7 +25,7 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	// end the drain either.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	a.setProcs(cfg)
-	setGCPercent(servingGCPercent)
+	setGCPercent(workerGCPercent)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, ParentDeathSignal)
 	if w.Syslog {
