@@ -113,18 +113,18 @@ func TestNotify(t *testing.T) {
 }
 
 // TestSetProcs: a process runs Go code on its share of the CPUs, plus a P
-// for each goroutine that spends its time in C calls; GOMAXPROCS in the
-// environment wins.
+// for each goroutine that spends its time in C calls, up to one per CPU;
+// GOMAXPROCS in the environment wins.
 func TestSetProcs(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	inC := 0
 	a := &App{CgoGoroutines: func(*conf.Config) int { return inC }}
 	t.Setenv("GOMAXPROCS", "")
-	for _, c := range []struct{ workers, inC int }{{0, 0}, {0, 3}, {2, 2}, {4 * runtime.NumCPU(), 1}} {
+	for _, c := range []struct{ workers, inC int }{{0, 0}, {0, 1}, {2, 1}, {4 * runtime.NumCPU(), 1}, {0, 1000}} {
 		inC = c.inC
 		cfg := &conf.Config{Workers: c.workers}
 		a.setProcs(cfg)
-		want := max(1, runtime.NumCPU()/max(c.workers, 1)) + c.inC
+		want := max(1, runtime.NumCPU()/max(c.workers, 1)) + min(c.inC, runtime.NumCPU())
 		if got := runtime.GOMAXPROCS(0); got != want {
 			t.Errorf("nsca_workers=%d, %d in C calls: GOMAXPROCS %d, want %d", c.workers, c.inC, got, want)
 		}

@@ -71,14 +71,16 @@ func setGCPercent(percent int) {
 // setProcs sizes GOMAXPROCS for a process serving cfg: its share of the
 // CPUs, so that n workers' runtimes do not keep n times as many threads
 // spinning for work, plus a P for each goroutine that spends its time in C
-// calls. GOMAXPROCS in the environment still wins.
+// calls, up to one per CPU: nsca_threads_per_worker=1000 must not make a
+// thousand Ps (and a GC that runs a quarter of them as mark workers).
+// GOMAXPROCS in the environment still wins.
 func (a *App) setProcs(cfg *conf.Config) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
 	}
 	n := cfg.CPUShare()
 	if a.CgoGoroutines != nil {
-		n += a.CgoGoroutines(cfg)
+		n += min(a.CgoGoroutines(cfg), runtime.NumCPU())
 	}
 	runtime.GOMAXPROCS(n)
 }
