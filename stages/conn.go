@@ -88,7 +88,8 @@ type ShortPacket struct {
 // client, the tail of a connection) is copied into a small one, so that
 // queued chunks hold memory in proportion to their bytes. The large size is
 // the read stage's: ChunkSize for XOR and the fast native ciphers, the
-// per-connection budget (one call per connection's burst) for libmcrypt's.
+// per-connection budget (one hand-off per connection's burst) for
+// libmcrypt's.
 // They come from the same per-capacity pools as packet buffers.
 const (
 	chunkSize      = 16 << 10

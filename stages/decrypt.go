@@ -173,6 +173,10 @@ func choose(c CipherConfig) *served {
 	return &served{engine: e, report: CipherReport{Engine: e.Kind(), Note: rep.String()}}
 }
 
+// callsC reports whether p serves with libmcrypt, whose every Decrypt is a
+// cgo call.
+func (p *served) callsC() bool { return p.err == nil && p.report.Engine == cipher.EngineLibmcrypt }
+
 // newOwnEngine builds the native engine of one of this project's methods.
 func newOwnEngine(c CipherConfig) (cipher.Engine, error) {
 	switch c.Method {
@@ -259,7 +263,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 // keyed already in decryption_mode 1.
 func newDecrypter(cfg CipherConfig, p *served, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
 	d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password), engine: p.engine,
-		sizes: cfg.packetSizes(), callsC: p.report.Engine == cipher.EngineLibmcrypt}
+		sizes: cfg.packetSizes(), callsC: p.callsC()}
 	if d.engine != nil && !cfg.PerConnection {
 		k, err := d.engine.NewKey()
 		if err != nil {

@@ -37,8 +37,9 @@ type ReadConfig struct {
 	// budget bounds what is read ahead of the decrypt stage; shared with
 	// the accept stage. Nil: StartRead makes its own.
 	budget *readBudget
-	// ChunkSize is the largest read, chunkSize when 0: one decrypt call
-	// per chunk, so a slow cipher (libmcrypt's) gets larger ones.
+	// ChunkSize is the largest read, chunkSize when 0: one hand-off to
+	// decrypt per chunk, so a slow cipher (libmcrypt's) gets larger ones,
+	// a connection's whole burst.
 	ChunkSize int
 
 	// intake, when set, is how the accept stage hands connections over

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"sync"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/conf"
-	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
 )
@@ -71,7 +69,7 @@ func Threads(cfg *conf.Config) int {
 // runtime's monitor takes it back after 20 µs and then polls every 20 µs for
 // a millisecond, which cost a libmcrypt server 4 % of its CPU.
 func CgoGoroutines(cfg *conf.Config) int {
-	if rep, err := ServeCipher(CipherOf(cfg)); err != nil || rep.Engine != cipher.EngineLibmcrypt {
+	if !prepare(CipherOf(cfg)).callsC() {
 		return 0
 	}
 	return Threads(cfg)
@@ -179,14 +177,16 @@ func (s *Server) run(inetdFD int) error {
 	if cfg.MaxPacketAgeEnabled {
 		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
 	}
-	// The decrypt goroutines run at once as far as this process has CPUs.
-	budget := newReadBudget(min(threads, runtime.GOMAXPROCS(0)), cfg.Workers)
+	// The decrypt goroutines run at once as far as this process has CPUs
+	// (GOMAXPROCS is no measure of that: it has a P more for each
+	// goroutine in C calls).
+	budget := newReadBudget(min(threads, cfg.CPUShare()), cfg.Workers)
 	s.acceptCfg.Listeners = s.listeners
 	s.acceptCfg.behind = func() bool { return budget.behind() || len(chunks) == cap(chunks) }
 	intake := &readIntake{}
 	s.acceptCfg.handOff = intake.register
 	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, budget: budget, intake: intake}
-	if rep, err := ServeCipher(s.cipher); err == nil && rep.Engine == cipher.EngineLibmcrypt {
+	if prepare(s.cipher).callsC() {
 		// libmcrypt costs 50 µs to 1 ms a packet: a connection's whole
 		// burst is one read and one hand-off to decrypt, which calls C in
 		// slices of its own size (cgoSlice).
