@@ -9,9 +9,9 @@ import (
 	"sync"
 	"syscall"
 
-	"nsca_fast/stages/rawsys"
-
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/rawsys"
 )
 
 // ParentDeathSignal is what the kernel sends a worker when its supervisor
@@ -144,14 +144,15 @@ func (p statusPipe) Read(b []byte) (int, error) {
 	var n int
 	var rerr error
 	err := p.raw.Read(func(fd uintptr) bool {
-		n, rerr = rawsys.Read(int(fd), b)
-		return rerr != unix.EAGAIN
+		for {
+			if n, rerr = rawsys.Read(int(fd), b); rerr != unix.EINTR {
+				return rerr != unix.EAGAIN
+			}
+		}
 	})
 	switch {
 	case err != nil:
 		return 0, err
-	case rerr == unix.EINTR:
-		return 0, nil
 	case rerr != nil:
 		return 0, rerr
 	case n == 0 && len(b) > 0:
