@@ -246,8 +246,8 @@ func Run(o Options, log *os.File) (*Result, error) {
 		if _, _, err := TreeCPU(o.ServerPID); err != nil {
 			return nil, fmt.Errorf("--server-pid: %w", err)
 		}
-		res.RSSBeforeKB, _, _ = TreeRSS(o.ServerPID)
-		res.PSSBeforeKB = TreePSS(o.ServerPID)
+		before := treeMemory(o.ServerPID, true)
+		res.RSSBeforeKB, res.PSSBeforeKB = before.rss, before.pss
 		sampler = StartRSSSampler(o.ServerPID, 100*time.Millisecond)
 	}
 

@@ -161,13 +161,30 @@ func memInfo(pid int) (rss, hwm uint64) {
 
 // TreeRSS sums VmRSS and VmHWM (kB) over root and its descendants.
 func TreeRSS(root int) (rss, hwm uint64, procs int) {
+	m := treeMemory(root, false)
+	return m.rss, m.hwm, m.procs
+}
+
+// treeMem is the memory of a process tree (kB), summed over its processes.
+type treeMem struct {
+	rss, hwm, pss uint64
+	procs         int
+}
+
+// treeMemory sums VmRSS, VmHWM and, withPSS (a read of each process's
+// smaps_rollup more), PSS over root and its descendants in one walk of
+// /proc.
+func treeMemory(root int, withPSS bool) (m treeMem) {
 	for _, p := range tree(root) {
 		r, h := memInfo(p.pid)
-		rss += r
-		hwm += h
-		procs++
+		m.rss += r
+		m.hwm += h
+		if withPSS {
+			m.pss += pss(p.pid)
+		}
+		m.procs++
 	}
-	return rss, hwm, procs
+	return m
 }
 
 // pss reads the proportional set size (kB) of one process: its private
@@ -186,15 +203,6 @@ func pss(pid int) uint64 {
 		}
 	}
 	return 0
-}
-
-// TreePSS sums the proportional set size (kB) over root and its
-// descendants.
-func TreePSS(root int) (kb uint64) {
-	for _, p := range tree(root) {
-		kb += pss(p.pid)
-	}
-	return kb
 }
 
 // RSSSample is the process tree's summed VmRSS (and PSS) at one moment.
@@ -240,13 +248,13 @@ func (s *RSSSampler) loop() {
 }
 
 func (s *RSSSampler) sample() {
-	rss, _, n := TreeRSS(s.root)
-	if n == 0 {
+	m := treeMemory(s.root, true)
+	if m.procs == 0 {
 		return
 	}
 	s.mu.Lock()
-	s.samples = append(s.samples, RSSSample{At: time.Since(s.start), KB: rss, PSSKB: TreePSS(s.root), Procs: n})
-	s.maxProcs = max(s.maxProcs, n)
+	s.samples = append(s.samples, RSSSample{At: time.Since(s.start), KB: m.rss, PSSKB: m.pss, Procs: m.procs})
+	s.maxProcs = max(s.maxProcs, m.procs)
 	s.mu.Unlock()
 }
 
