@@ -69,7 +69,7 @@ type Durable struct {
 	q        *queue.Queue
 	nextOpen time.Time
 	stop     chan struct{}
-	drained  chan struct{} // closed when the drainer has returned
+	workers  sync.WaitGroup // the drainer and awaitQueue
 
 	// deliverMu makes the caller of Write and the drainer take turns with
 	// inner, whose Write is not safe for concurrent use. By design they
@@ -91,9 +91,13 @@ type Durable struct {
 // draining after a reload) is opened later, once free: until then results
 // that inner cannot deliver go to the fallback.
 func NewDurable(inner Sink, cfg DurableConfig) (*Durable, error) {
-	d := &Durable{inner: inner, cfg: cfg, name: inner.Name(), stop: make(chan struct{}), drained: make(chan struct{})}
-	if err := d.open(); err != nil && !errors.Is(err, queue.ErrLocked) {
-		return nil, err
+	d := &Durable{inner: inner, cfg: cfg, name: inner.Name(), stop: make(chan struct{})}
+	if err := d.open(); err != nil {
+		if !errors.Is(err, queue.ErrLocked) {
+			return nil, err
+		}
+		d.workers.Add(1)
+		go d.awaitQueue()
 	}
 	if cfg.Stats != nil {
 		cfg.Stats.RegisterDurable(d.name, d.Stats)
@@ -116,8 +120,22 @@ func (d *Durable) open() error {
 	if st := q.Stats(); st.Records > 0 {
 		glog.Infof("%s: %d results (%d bytes) queued in %s since %s: delivering them", d.name, st.Records, st.Bytes, d.cfg.Dir, st.Oldest.Format(time.RFC3339))
 	}
+	d.workers.Add(1)
 	go d.drain(q)
 	return nil
+}
+
+// awaitQueue opens the held queue once it is free, so that what it holds
+// is delivered even if no result comes to Write meanwhile.
+func (d *Durable) awaitQueue() {
+	defer d.workers.Done()
+	for d.queue() == nil {
+		select {
+		case <-d.stop:
+			return
+		case <-time.After(reopenEvery):
+		}
+	}
 }
 
 // queue returns the open queue, trying again to open a held one.
@@ -208,7 +226,7 @@ func (d *Durable) append(q *queue.Queue, items []Item) (int, error) {
 // drain delivers queued results in order until Close, acknowledging each
 // run of them the engine accepted.
 func (d *Durable) drain(q *queue.Queue) {
-	defer close(d.drained)
+	defer d.workers.Done()
 	// done marks, from the first unacknowledged record, the ones already
 	// delivered: a batch can fail for one service and succeed for others,
 	// and only its delivered prefix can be acknowledged.
@@ -341,9 +359,9 @@ func (d *Durable) Close() error {
 	close(d.stop)
 	q := d.q
 	d.mu.Unlock()
+	d.workers.Wait()
 	var err error
 	if q != nil {
-		<-d.drained
 		err = q.Close()
 	}
 	return errors.Join(err, d.inner.Close())
