@@ -261,7 +261,8 @@ var options = []option{
 		kind: text(func(c *Config) *string { return &c.QueueDirectory }, nil),
 		doc: "Directory of the durable queues of the remote sinks (icinga2, gearman): each keeps, in its own " +
 			"subdirectory (<sink>, or <sink>-<slot> in a worker process), the results its engine could not take at " +
-			"once, and delivers them in order when the engine is back, across restarts and kill -9. Created 0750 if " +
+			"once, and delivers them in order when the engine is back, across restarts and kill -9; the queues of " +
+			"worker slots no longer configured are taken over by the remaining processes. Created 0750 if " +
 			"missing. Empty: memory queues only (icinga2_queue_size, gearman_queue_size)."},
 	{name: "queue_max_bytes", def: "1073741824", origin: originNew,
 		kind: integer(func(c *Config) *int { return &c.QueueMaxBytes }, 65536, 1<<40, " bytes"),

@@ -43,6 +43,11 @@ type DurableConfig struct {
 	// what happens to it.
 	Stats *counters.Stats
 	Log   *counters.RateLog
+	// LeftBehind, when set, lists the queue directories of this sink that
+	// no process of the running configuration owns and this queue takes
+	// over (see Durable.adopt): those of worker slots the configuration no
+	// longer has.
+	LeftBehind func() ([]string, error)
 }
 
 // Durable keeps the results its remote sink cannot deliver at once in a
@@ -69,7 +74,7 @@ type Durable struct {
 	q        *queue.Queue
 	nextOpen time.Time
 	stop     chan struct{}
-	workers  sync.WaitGroup // the drainer and awaitQueue
+	workers  sync.WaitGroup // the drainer, the adopter and awaitQueue
 
 	// deliverMu makes the caller of Write and the drainer take turns with
 	// inner, whose Write is not safe for concurrent use. By design they
@@ -122,11 +127,16 @@ func (d *Durable) open() error {
 	}
 	d.workers.Add(1)
 	go d.drain(q)
+	if d.cfg.LeftBehind != nil {
+		d.workers.Add(1)
+		go d.adopt(q)
+	}
 	return nil
 }
 
 // awaitQueue opens the held queue once it is free, so that what it holds
-// is delivered even if no result comes to Write meanwhile.
+// is delivered (and what it is to take over, adopted) even if no result
+// comes to Write meanwhile.
 func (d *Durable) awaitQueue() {
 	defer d.workers.Done()
 	for d.queue() == nil {

@@ -2,7 +2,10 @@ package sink
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
@@ -26,6 +29,53 @@ func QueueDir(cfg *conf.Config, name string) string {
 	return filepath.Join(cfg.QueueDirectory, name)
 }
 
+// leftBehindDirs lists the durable queue directories of the named sink in
+// queue_directory that no process of cfg owns and this process takes
+// over, each taken by exactly one process: a single process (WorkerSlot
+// -1) takes every <sink>-<slot>; with nsca_workers=n, slot s takes
+// <sink>-<j> for each j >= n with j mod n = s, and slot 0 also takes the
+// single process's <sink>.
+func leftBehindDirs(cfg *conf.Config, name string) ([]string, error) {
+	entries, err := os.ReadDir(cfg.QueueDirectory)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("sink: %w", err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), name) {
+			continue
+		}
+		if leftBehindBy(e.Name(), name, WorkerSlot, cfg.Workers) {
+			dirs = append(dirs, filepath.Join(cfg.QueueDirectory, e.Name()))
+		}
+	}
+	return dirs, nil
+}
+
+// leftBehindBy reports whether the queue directory dir of the named sink
+// is one that the process in slot (-1: the only process) of a daemon with
+// the given nsca_workers takes over.
+func leftBehindBy(dir, name string, slot, workers int) bool {
+	if dir == name {
+		return slot == 0
+	}
+	digits, ok := strings.CutPrefix(dir, name+"-")
+	if !ok {
+		return false
+	}
+	j, err := strconv.Atoi(digits)
+	if err != nil || j < 0 || strconv.Itoa(j) != digits {
+		return false
+	}
+	if slot < 0 {
+		return true
+	}
+	return workers > 0 && j >= workers && j%workers == slot
+}
+
 // durableFor puts the durable queue in front of a remote sink when
 // queue_directory is set; otherwise it returns s.
 func durableFor(cfg *conf.Config, s Sink, stats *counters.Stats, log *counters.RateLog) (Sink, error) {
@@ -37,7 +87,9 @@ func durableFor(cfg *conf.Config, s Sink, stats *counters.Stats, log *counters.R
 		s.Close()
 		return nil, err
 	}
-	d, err := NewDurable(s, DurableConfig{Dir: QueueDir(cfg, s.Name()), MaxBytes: int64(cfg.QueueMaxBytes), Fsync: fsync, Stats: stats, Log: log})
+	name := s.Name()
+	d, err := NewDurable(s, DurableConfig{Dir: QueueDir(cfg, name), MaxBytes: int64(cfg.QueueMaxBytes), Fsync: fsync, Stats: stats, Log: log,
+		LeftBehind: func() ([]string, error) { return leftBehindDirs(cfg, name) }})
 	if err != nil {
 		s.Close()
 		return nil, err
