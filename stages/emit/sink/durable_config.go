@@ -45,10 +45,7 @@ func leftBehindDirs(cfg *conf.Config, name string) ([]string, error) {
 	}
 	var dirs []string
 	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), name) {
-			continue
-		}
-		if leftBehindBy(e.Name(), name, WorkerSlot, cfg.Workers) {
+		if e.IsDir() && leftBehindBy(e.Name(), name, WorkerSlot, cfg.Workers) {
 			dirs = append(dirs, filepath.Join(cfg.QueueDirectory, e.Name()))
 		}
 	}
