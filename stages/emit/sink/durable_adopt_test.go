@@ -112,20 +112,7 @@ func TestDurableAdoptsLeftBehind(t *testing.T) {
 	if !waitUntil(5*time.Second, func() bool { _, err := os.Stat(held); return os.IsNotExist(err) }) {
 		t.Errorf("the emptied directory %s is still there", held)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for svc, n := range want {
-		got := e.got[svc]
-		if len(got) != n {
-			t.Errorf("%s: %d results delivered, want %d", svc, len(got), n)
-		}
-		for i, s := range got {
-			if s != i+1 {
-				t.Errorf("%s: result %d is seq %d", svc, i, s)
-				break
-			}
-		}
-	}
+	e.checkInOrder(want)
 }
 
 func TestLeftBehindDirs(t *testing.T) {

@@ -40,6 +40,26 @@ func (e *orderEngine) Write(items []Item) (int, error) {
 	return len(items), nil
 }
 
+// checkInOrder fails the test unless the engine got, for each service of
+// want, its seqs 1..want[svc] once each, in order.
+func (e *orderEngine) checkInOrder(want map[string]int) {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for svc, n := range want {
+		got := e.got[svc]
+		if len(got) != n {
+			e.t.Errorf("%s: %d results delivered, want %d", svc, len(got), n)
+		}
+		for i, s := range got {
+			if s != i+1 {
+				e.t.Errorf("%s: result %d is seq %d: %v", svc, i, s, got[max(i-3, 0):min(i+4, len(got))])
+				break
+			}
+		}
+	}
+}
+
 // TestDurableOrder: results written while the engine goes down and up
 // again all reach it, in order per service, across a restart of the queue
 // in the middle of the outage.
@@ -79,20 +99,7 @@ func TestDurableOrder(t *testing.T) {
 	if !waitUntil(10*time.Second, func() bool { return d.Stats().Results == 0 }) {
 		t.Fatalf("%d results still queued", d.Stats().Results)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for svc, n := range seq {
-		got := e.got[svc]
-		if len(got) != n {
-			t.Errorf("%s: %d results delivered, want %d", svc, len(got), n)
-		}
-		for i, s := range got {
-			if s != i+1 {
-				t.Errorf("%s: result %d is seq %d: %v", svc, i, s, got[max(i-3, 0):min(i+4, len(got))])
-				break
-			}
-		}
-	}
+	e.checkInOrder(seq)
 	if st := d.Stats(); st.Replayed == 0 {
 		t.Errorf("nothing counted as replayed: %+v", st)
 	}
