@@ -19,9 +19,10 @@ import (
 // it is free; the adopter ends when none is left, or at Close.
 //
 // The results join the end of q and are delivered by its drainer, after
-// what q held already. A record is acknowledged in its old queue only
-// once q stored it: a crash in between delivers it twice, never not at
-// all.
+// what q held already; q counts their time on disk from the move. A
+// record is acknowledged in its old queue only once q stored it (synced
+// as queue_fsync says): a crash in between delivers it twice rather than
+// never.
 func (d *Durable) adopt(q *queue.Queue) {
 	defer d.workers.Done()
 	for {
