@@ -70,11 +70,10 @@ type Durable struct {
 	cfg   DurableConfig
 	name  string
 
-	mu       sync.Mutex // guards q, nextOpen and the drainer's start
-	q        *queue.Queue
-	nextOpen time.Time
-	stop     chan struct{}
-	workers  sync.WaitGroup // the drainer, the adopter and awaitQueue
+	mu      sync.Mutex // guards q and the start of the drainer and the adopter
+	q       *queue.Queue
+	stop    chan struct{}
+	workers sync.WaitGroup // the drainer, the adopter and awaitQueue
 
 	// deliverMu makes the caller of Write and the drainer take turns with
 	// inner, whose Write is not safe for concurrent use. By design they
@@ -113,7 +112,6 @@ func NewDurable(inner Sink, cfg DurableConfig) (*Durable, error) {
 // open opens the queue and starts the drainer; d.mu is held or d is not
 // shared yet.
 func (d *Durable) open() error {
-	d.nextOpen = time.Now().Add(reopenEvery)
 	q, err := queue.Open(d.cfg.Dir, queue.Options{MaxBytes: d.cfg.MaxBytes, Fsync: d.cfg.Fsync})
 	if err != nil {
 		if d.cfg.Log != nil {
@@ -134,31 +132,36 @@ func (d *Durable) open() error {
 	return nil
 }
 
-// awaitQueue opens the held queue once it is free, so that what it holds
-// is delivered (and what it is to take over, adopted) even if no result
-// comes to Write meanwhile.
+// awaitQueue tries every reopenEvery to open the queue that was held at
+// start, until it opens or Close; it alone retries, so that what the queue
+// holds is delivered (and what it is to take over, adopted) whether or not
+// results come to Write meanwhile.
 func (d *Durable) awaitQueue() {
 	defer d.workers.Done()
-	for d.queue() == nil {
+	for {
 		select {
 		case <-d.stop:
 			return
 		case <-time.After(reopenEvery):
 		}
+		d.mu.Lock()
+		var err error
+		select {
+		case <-d.stop: // Close has taken q already
+		default:
+			err = d.open()
+		}
+		d.mu.Unlock()
+		if err == nil {
+			return
+		}
 	}
 }
 
-// queue returns the open queue, trying again to open a held one.
+// queue returns the open queue, or nil while it is held elsewhere.
 func (d *Durable) queue() *queue.Queue {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.q == nil && time.Now().After(d.nextOpen) {
-		select {
-		case <-d.stop:
-		default:
-			d.open()
-		}
-	}
 	return d.q
 }
 
