@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -81,10 +80,10 @@ func TestDecryptPayloadLengths(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s/perconn=%v", m.alg, m.engine, perConn), func(t *testing.T) {
 				cfg := CipherConfig{Method: m.method, Algorithm: m.alg, Password: []byte(testPassword), PerConnection: perConn,
 					Engine: m.engine, NativeOnly: m.nativeOnly, PayloadLengths: lengths}
-				if d, _ := newTestDecrypter(t, cfg); d.callsC != (m.engine == cipher.EngineLibmcrypt) {
+				d, _ := newTestDecrypter(t, cfg)
+				if d.callsC != (m.engine == cipher.EngineLibmcrypt) {
 					t.Fatalf("callsC = %v with engine %s", d.callsC, m.engine)
 				}
-				d, _ := newTestDecrypter(t, cfg)
 				for _, payload := range append(lengths, 2048) {
 					c := &Conn{ID: 1, reader: &reader{}}
 					for i := range c.IV {
@@ -164,21 +163,18 @@ func TestDecryptNoAllocs(t *testing.T) {
 // in C calls, one per CPU of the worker's share by default.
 func TestCgoGoroutines(t *testing.T) {
 	for _, c := range []struct {
-		method, engine string
-		threads, want  int
-	}{{"1", "", 0, 0}, {"14", cipher.EngineNative, 0, 0}, {"3", cipher.EngineLibmcrypt, 3, 3}, {"3", cipher.EngineLibmcrypt, 0, runtime.NumCPU()}} {
+		method        int
+		engine        string
+		threads, want int
+	}{{1, "", 0, 0}, {14, cipher.EngineNative, 0, 0}, {3, cipher.EngineLibmcrypt, 3, 3}, {3, cipher.EngineLibmcrypt, 0, runtime.NumCPU()}} {
 		if c.engine == cipher.EngineLibmcrypt && !cipher.HasLibmcrypt() {
 			continue
 		}
 		cfg := conf.Embedded()
 		cfg.Password = testPassword
-		n, err := strconv.Atoi(c.method)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.DecryptionMethod, cfg.DecryptionEngine, cfg.ThreadsPerWorker = n, c.engine, c.threads
+		cfg.DecryptionMethod, cfg.DecryptionEngine, cfg.ThreadsPerWorker = c.method, c.engine, c.threads
 		if got := CgoGoroutines(cfg); got != c.want {
-			t.Errorf("method %s, engine %q, %d threads: %d in C calls, want %d", c.method, c.engine, c.threads, got, c.want)
+			t.Errorf("method %d, engine %q, %d threads: %d in C calls, want %d", c.method, c.engine, c.threads, got, c.want)
 		}
 	}
 }

@@ -124,7 +124,7 @@ func TestSetProcs(t *testing.T) {
 		inC = c.inC
 		cfg := &conf.Config{Workers: c.workers}
 		a.setProcs(cfg)
-		want := max(1, runtime.NumCPU()/max(c.workers, 1)) + min(c.inC, runtime.NumCPU())
+		want := cfg.CPUShare() + min(c.inC, runtime.NumCPU())
 		if got := runtime.GOMAXPROCS(0); got != want {
 			t.Errorf("nsca_workers=%d, %d in C calls: GOMAXPROCS %d, want %d", c.workers, c.inC, got, want)
 		}
