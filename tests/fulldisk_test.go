@@ -126,6 +126,33 @@ func fdCheckCounts(t *testing.T, m map[string]float64, sink string, inFiles int)
 	}
 }
 
+// fdPart is one destination of a full-disk test: its sink label in the
+// metrics, the name the messages give it, and the results its files hold.
+type fdPart struct {
+	sink, what string
+	results    []string
+}
+
+// fdSplit checks the results sent while one destination filled and the one
+// behind it took the rest: the counters match the files, every result is
+// in exactly one of them, and each of them holds some.
+func fdSplit(t *testing.T, m map[string]float64, sent []string, full, behind fdPart) {
+	t.Helper()
+	fdCheckCounts(t, m, full.sink, len(full.results))
+	fdCheckCounts(t, m, behind.sink, len(behind.results))
+	if missing := relOnce(t, sent, map[string][]string{full.what: full.results, behind.what: behind.results}); len(missing) > 0 {
+		t.Errorf("%d results in neither the %s nor the %s, e.g. %v", len(missing), full.what, behind.what, missing[:min(5, len(missing))])
+	}
+	if len(full.results) == 0 || len(behind.results) == 0 {
+		t.Errorf("%d results in the %s and %d in the %s: want the %s to fill and the %s to take the rest",
+			len(full.results), full.what, len(behind.results), behind.what, full.what, behind.what)
+	}
+	t.Logf("%s full: %d sent, %d in the %s, %d in the %s, counters emitted{%s=%v,%s=%v} fell_back{%s=%v}",
+		full.what, len(sent), len(full.results), full.what, len(behind.results), behind.what,
+		full.sink, m[`nsca_results_emitted_total{sink="`+full.sink+`"}`], behind.sink, m[`nsca_results_emitted_total{sink="`+behind.sink+`"}`],
+		full.sink, m[`nsca_sink_fallbacks_total{sink="`+full.sink+`"}`])
+}
+
 // fdCauseLogged checks that drops were logged with the cause, ENOSPC.
 func fdCauseLogged(t *testing.T, d *Daemon, sink string) {
 	t.Helper()
@@ -210,16 +237,7 @@ func TestFullDiskSpool(t *testing.T) {
 	sent := fdSend(t, d.Port, "a", first, 20)
 	m := fdSettled(t, metrics, first)
 	inSpool, inDump := fdSpool(t, spool), fdLines(t, dump)
-	fdCheckCounts(t, m, "spool", len(inSpool))
-	fdCheckCounts(t, m, "dump_file", len(inDump))
-	if missing := relOnce(t, sent, map[string][]string{"spool": inSpool, "dump": inDump}); len(missing) > 0 {
-		t.Errorf("%d results in neither the spool nor the dump file, e.g. %v", len(missing), missing[:min(5, len(missing))])
-	}
-	if len(inSpool) == 0 || len(inDump) == 0 {
-		t.Errorf("%d results in the spool and %d in the dump file: want the spool to fill and the dump file to take the rest", len(inSpool), len(inDump))
-	}
-	t.Logf("spool full: %d sent, %d result files, %d in the dump file, counters emitted{spool=%v,dump_file=%v} fell_back{spool=%v}",
-		first, len(inSpool), len(inDump), m[`nsca_results_emitted_total{sink="spool"}`], m[`nsca_results_emitted_total{sink="dump_file"}`], m[`nsca_sink_fallbacks_total{sink="spool"}`])
+	fdSplit(t, m, sent, fdPart{"spool", "spool", inSpool}, fdPart{"dump_file", "dump file", inDump})
 	if len(grepLines(d.Stderr(), regexp.MustCompile(`results not written to spool, trying .*nsca\.dump: sink: spool: .*no space left on device`))) == 0 {
 		t.Errorf("the fallback from the spool is not logged with its cause (no space left on device)")
 	}
@@ -276,16 +294,7 @@ func TestFullDiskCommandFile(t *testing.T) {
 	sent := fdSend(t, d.Port, "a", first, 50)
 	m := fdSettled(t, metrics, first)
 	inFile, inSpool := fdLines(t, cmd), fdSpool(t, spool)
-	fdCheckCounts(t, m, "file", len(inFile))
-	fdCheckCounts(t, m, "spool", len(inSpool))
-	if missing := relOnce(t, sent, map[string][]string{"command file": inFile, "spool": inSpool}); len(missing) > 0 {
-		t.Errorf("%d results lost, e.g. %v", len(missing), missing[:min(5, len(missing))])
-	}
-	if len(inFile) == 0 || len(inSpool) == 0 {
-		t.Errorf("%d results in the command file and %d in the spool: want the file to fill and the spool to take the rest", len(inFile), len(inSpool))
-	}
-	t.Logf("disk full: %d sent, %d in the command file, %d in the spool, counters emitted{file=%v,spool=%v}",
-		first, len(inFile), len(inSpool), m[`nsca_results_emitted_total{sink="file"}`], m[`nsca_results_emitted_total{sink="spool"}`])
+	fdSplit(t, m, sent, fdPart{"file", "command file", inFile}, fdPart{"spool", "spool", inSpool})
 
 	// Space returns: once its back-off (at most 5 s) has passed, the
 	// command file takes results again.
