@@ -63,7 +63,7 @@ func parseFlags(args []string) (*options, *flag.FlagSet, error) {
 	fs.IntVar(&o.threads, "t", -1, "decrypt goroutines per worker, `THREADS` 0..1000 (overrides nsca_threads_per_worker)")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof on `ADDR` (for example 127.0.0.1:6060)")
 	fs.BoolVar(&o.checkOnly, "check-config", false, "check the configuration, print the effective settings and exit")
-	fs.StringVar(&o.replay, "replay", "", "feed the results of `PATH` (an alternate_dump_file or a check_result_path spool directory a fallback wrote) through the configured remote destinations (Icinga 2, Gearman), report the counts and exit")
+	fs.StringVar(&o.replay, "replay", "", "feed the results of `PATH` (an alternate_dump_file or a check_result_path spool directory a fallback wrote, or a durable queue directory) through the configured remote destinations (Icinga 2, Gearman), report the counts and exit")
 	// glog's own flags (-v, -vmodule, -log_dir ...) stay available.
 	flag.CommandLine.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
 	if err := fs.Parse(args); err != nil {

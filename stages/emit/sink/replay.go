@@ -41,6 +41,13 @@ type ReplayReport struct {
 	// Removed is the spool files removed because every destination took
 	// their result.
 	Removed int
+	// FromQueue says the input was a durable queue directory; Acked is
+	// how many of its records were acknowledged there (every destination
+	// took their result), and QueueRemoved that this emptied it and the
+	// directory was removed.
+	FromQueue    bool
+	Acked        int
+	QueueRemoved bool
 }
 
 // String is the report's one line.
@@ -49,7 +56,11 @@ func (r ReplayReport) String() string {
 	for _, name := range replayKeys(r.Delivered, r.Left) {
 		parts = append(parts, fmt.Sprintf("%s: delivered=%d refused=%d left=%d", name, r.Delivered[name], r.Refused[name], r.Left[name]))
 	}
-	return fmt.Sprintf("read=%d skipped=%d removed_spool_files=%d; %s", r.Read, len(r.Skipped), r.Removed, strings.Join(parts, "; "))
+	read := fmt.Sprintf("read=%d skipped=%d removed_spool_files=%d", r.Read, len(r.Skipped), r.Removed)
+	if r.FromQueue {
+		read += fmt.Sprintf(" acked_queue_records=%d queue_removed=%t", r.Acked, r.QueueRemoved)
+	}
+	return read + "; " + strings.Join(parts, "; ")
 }
 
 func replayKeys(ms ...map[string]int) []string {
@@ -74,21 +85,24 @@ const ReplayPatience = time.Minute
 // replayBatch is how many results one write to a destination carries.
 const replayBatch = 256
 
-// Replay feeds the results of path, an alternate_dump_file (command lines)
-// or a check_result_path spool directory written by a fallback, through
-// the remote destinations cfg configures (Icinga 2's API, Gearman),
-// directly, without their durable queues. A destination that does not
-// take a batch is tried again with a doubling wait for up to patience;
-// then Replay stops and reports what was left. Spool files whose result
-// every destination took are removed, so that a second replay does not
-// send them again; a dump file is left as it is, for the operator to
-// remove once the report shows nothing left.
+// Replay feeds the results of path, an alternate_dump_file (command lines),
+// a check_result_path spool directory written by a fallback, or a durable
+// queue directory (of a remote destination the configuration no longer
+// has, or of a stopped daemon), through the remote destinations cfg
+// configures (Icinga 2's API, Gearman), directly, without their durable
+// queues. A destination that does not take a batch is tried again with a
+// doubling wait for up to patience; then Replay stops and reports what was
+// left. Spool files whose result every destination took are removed, and
+// queue records acknowledged (an emptied queue directory is removed), so
+// that a second replay does not send them again; a dump file is left as it
+// is, for the operator to remove once the report shows nothing left.
 func Replay(cfg *conf.Config, path string, patience time.Duration) (ReplayReport, error) {
 	rep := ReplayReport{Delivered: map[string]int{}, Left: map[string]int{}, Refused: map[string]int{}}
-	items, files, err := readReplayInput(path, &rep)
+	items, files, rq, err := readReplayInput(path, &rep)
 	if err != nil {
 		return rep, err
 	}
+	defer rq.close()
 	var sinks []Sink
 	if cfg.Icinga2URL != "" {
 		s, err := newIcinga(cfg, nil, nil)
@@ -114,6 +128,11 @@ func Replay(cfg *conf.Config, path string, patience time.Duration) (ReplayReport
 	var errs []error
 	for _, s := range sinks {
 		if err := replayInto(s, items, taken, patience, &rep); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if rq != nil {
+		if err := rq.finish(taken, len(sinks), &rep); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -190,17 +209,29 @@ func replayInto(s Sink, items []Item, taken []int, patience time.Duration, rep *
 	return nil
 }
 
-// readReplayInput reads a dump file or a spool directory; files[i] is the
-// spool file items[i] came from ("" for a dump file).
-func readReplayInput(path string, rep *ReplayReport) (items []Item, files []string, err error) {
+// readReplayInput reads a dump file, a spool directory or a durable queue
+// directory (rq, nil for the others); files[i] is the spool file items[i]
+// came from ("" for the others).
+func readReplayInput(path string, rep *ReplayReport) (items []Item, files []string, rq *replayQueue, err error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrReplayInput, err)
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrReplayInput, err)
 	}
 	if !info.IsDir() {
 		items, err = readDump(path, rep)
-		return items, make([]string, len(items)), err
+		return items, make([]string, len(items)), nil, err
 	}
+	if isQueueDir(path) {
+		items, rq, err = readQueue(path, rep)
+		return items, make([]string, len(items)), rq, err
+	}
+	items, files, err = readSpool(path, rep)
+	return items, files, nil, err
+}
+
+// readSpool reads the result files of a spool directory; files[i] is the
+// one items[i] came from.
+func readSpool(path string, rep *ReplayReport) (items []Item, files []string, err error) {
 	entries, err := os.ReadDir(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrReplayInput, err)
