@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +61,82 @@ func TestDurableReplay(t *testing.T) {
 	}
 	if _, err := os.Stat(dump); err != nil {
 		t.Errorf("the dump file is gone: %v", err)
+	}
+}
+
+// TestDurableReplayQueue: results queued on disk for gearmand stay there
+// when gearman_server is then removed from the configuration. The daemon
+// says so at start, and `nsca --replay` on the queue directory delivers
+// them, in order per service, acknowledges them and removes the emptied
+// directory. A queue that a running daemon holds is refused.
+func TestDurableReplayQueue(t *testing.T) {
+	const conns, perConn = 4, 10
+	gmPort := freePort(t)
+	queueDir := filepath.Join(t.TempDir(), "queue")
+	dump := filepath.Join(t.TempDir(), "nsca.dump")
+	withGearman := relCfg(Config{"gearman_server": "127.0.0.1:" + strconv.Itoa(gmPort), "gearman_encryption": "0",
+		"gearman_timeout": "2", "queue_directory": queueDir, "alternate_dump_file": dump})
+	clientCfg := filepath.Join(t.TempDir(), "send_nsca.cfg")
+	writeFile(t, clientCfg, "password="+relPassword+"\nencryption_method=1\n", 0o600)
+
+	d := startDaemon(t, withGearman)
+	cl := Client{CfgPath: clientCfg}
+	for c := range conns {
+		var in strings.Builder
+		for seq := 1; seq <= perConn; seq++ {
+			fmt.Fprintf(&in, "rq-host\tq%d\t0\tseq %d of q%d\x17", c, seq, c)
+		}
+		cl.send(t, d.Port, in.String(), perConn)
+	}
+	gmQueue := filepath.Join(queueDir, "gearman")
+	replayCfg := filepath.Join(t.TempDir(), "replay.cfg")
+	writeFile(t, replayCfg, withGearman.text(), 0o600)
+	replay := func() (string, error) {
+		out, err := exec.Command(daemonBin(), "-c", replayCfg, "--replay", gmQueue).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := replay(); err == nil || !strings.Contains(out, "is open in a running nsca") {
+		t.Errorf("--replay of the queue the daemon holds: %v\n%s\nwant a refusal naming the running nsca", err, out)
+	}
+	d.Stop()
+	if segs, _ := filepath.Glob(filepath.Join(gmQueue, "*.seg")); len(segs) == 0 {
+		t.Fatalf("nothing queued in %s while gearmand was down", gmQueue)
+	}
+
+	d = startDaemon(t, relCfg(Config{"queue_directory": queueDir, "check_result_path": makeSpoolDir(t, t.TempDir())}))
+	d.waitLog(regexp.MustCompile(`sink: \S+/gearman holds \d+ bytes of results queued for gearman, which this configuration does not have \(gearman_server is not set\)`), 10*time.Second)
+	d.Stop()
+
+	gd := gmStartGearmand(t, gmPort)
+	col := startGmCollector(t, gd.addr)
+	want := fmt.Sprintf("read=%d skipped=0 removed_spool_files=0 acked_queue_records=%d queue_removed=true; gearman: delivered=%d refused=0 left=0",
+		conns*perConn, conns*perConn, conns*perConn)
+	out, err := replay()
+	if err != nil || !strings.Contains(out, want) {
+		t.Errorf("--replay %s: %v\n%s\nwant %q", gmQueue, err, out, want)
+	}
+	t.Logf("--replay %s: %s", gmQueue, strings.TrimSpace(out))
+	if !waitFor(10*time.Second, func() bool { return col.count() >= conns*perConn }) {
+		t.Errorf("the worker got %d of %d results", col.count(), conns*perConn)
+	}
+	time.Sleep(300 * time.Millisecond) // let duplicates, if any, arrive
+	col.mu.Lock()
+	for c := range conns {
+		svc := fmt.Sprintf("q%d", c)
+		got := col.seqs[svc]
+		ok := len(got) == perConn
+		for i := 0; ok && i < perConn; i++ {
+			ok = got[i] == i+1
+		}
+		if !ok {
+			t.Errorf("%s: got seqs %v, want 1..%d once each, in order", svc, got, perConn)
+		}
+	}
+	col.mu.Unlock()
+	if _, err := os.Stat(gmQueue); !os.IsNotExist(err) {
+		t.Errorf("the emptied queue %s is still there (%v)", gmQueue, err)
+	}
+	if out, err := replay(); err == nil {
+		t.Errorf("a second --replay of the removed queue succeeded:\n%s", out)
 	}
 }

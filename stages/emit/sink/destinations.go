@@ -142,12 +142,18 @@ func Destinations(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog
 	remote := []struct {
 		on       bool
 		name     string
+		option   string // the option that turns it on
 		fallback string
 		capacity int
 		open     func() (Sink, error)
 	}{
-		{cfg.Icinga2URL != "", "icinga2", cfg.Icinga2Fallback, cfg.Icinga2QueueSize, func() (Sink, error) { return newIcinga(cfg, stats, log) }},
-		{cfg.GearmanServers != "", "gearman", cfg.GearmanFallback, cfg.GearmanQueueSize, func() (Sink, error) { return newGearman(cfg) }},
+		{cfg.Icinga2URL != "", "icinga2", "icinga2_api_url", cfg.Icinga2Fallback, cfg.Icinga2QueueSize, func() (Sink, error) { return newIcinga(cfg, stats, log) }},
+		{cfg.GearmanServers != "", "gearman", "gearman_server", cfg.GearmanFallback, cfg.GearmanQueueSize, func() (Sink, error) { return newGearman(cfg) }},
+	}
+	for _, r := range remote {
+		if !r.on {
+			warnStranded(cfg, r.name, r.option)
+		}
 	}
 	count := 0
 	if cfg.LocalSinks() {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/golang/glog"
+
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/queue"
@@ -71,6 +73,31 @@ func leftBehindBy(dir, name string, slot, workers int) bool {
 		return true
 	}
 	return workers > 0 && j >= workers && j%workers == slot
+}
+
+// warnStranded logs each durable queue directory of the named remote sink
+// in queue_directory that still holds results although the configuration
+// does not have that sink (its option is unset): no process delivers them,
+// and nothing else would say so; --replay does deliver them. The only
+// process, or worker slot 0, looks, at each start and reload.
+func warnStranded(cfg *conf.Config, name, option string) {
+	if cfg.QueueDirectory == "" || WorkerSlot > 0 {
+		return
+	}
+	entries, err := os.ReadDir(cfg.QueueDirectory)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || (e.Name() != name && !leftBehindBy(e.Name(), name, -1, 0)) {
+			continue
+		}
+		dir := filepath.Join(cfg.QueueDirectory, e.Name())
+		if n, _, err := queue.Pending(dir); err == nil && n > 0 {
+			glog.Warningf("sink: %s holds %d bytes of results queued for %s, which this configuration does not have (%s is not set): nothing delivers them; nsca -c %s --replay %s sends them to the remote destinations that are set",
+				dir, n, name, option, cfg.File, dir)
+		}
+	}
 }
 
 // durableFor puts the durable queue in front of a remote sink when
