@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,6 +108,39 @@ func (c *gmCollector) count() (n int) {
 		n += len(s)
 	}
 	return n
+}
+
+// sendServiceSeqs sends, through send_nsca, conns connections of perConn results
+// each, one service per connection (prefix0, prefix1, ...), its results
+// "seq 1 of ..." to "seq perConn of ...", which checkInOrder then checks.
+func sendServiceSeqs(t *testing.T, cl Client, port int, host, prefix string, conns, perConn int) {
+	t.Helper()
+	for c := range conns {
+		var in strings.Builder
+		for seq := 1; seq <= perConn; seq++ {
+			fmt.Fprintf(&in, "%s\t%s%d\t0\tseq %d of %s%d\x17", host, prefix, c, seq, prefix, c)
+		}
+		cl.send(t, port, in.String(), perConn)
+	}
+}
+
+// checkInOrder checks that each of services (named prefix0, prefix1, ...)
+// got the seqs 1..perService, once each and in order.
+func (c *gmCollector) checkInOrder(t *testing.T, prefix string, services, perService int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range services {
+		svc := fmt.Sprintf("%s%d", prefix, i)
+		got := c.seqs[svc]
+		ok := len(got) == perService
+		for j := 0; ok && j < perService; j++ {
+			ok = got[j] == j+1
+		}
+		if !ok {
+			t.Errorf("%s: got seqs %v, want 1..%d once each, in order", svc, got, perService)
+		}
+	}
 }
 
 // TestDurableGearmanOutage: gearmand stopped and started again while

@@ -81,13 +81,7 @@ func TestDurableReplayQueue(t *testing.T) {
 
 	d := startDaemon(t, withGearman)
 	cl := Client{CfgPath: clientCfg}
-	for c := range conns {
-		var in strings.Builder
-		for seq := 1; seq <= perConn; seq++ {
-			fmt.Fprintf(&in, "rq-host\tq%d\t0\tseq %d of q%d\x17", c, seq, c)
-		}
-		cl.send(t, d.Port, in.String(), perConn)
-	}
+	sendServiceSeqs(t, cl, d.Port, "rq-host", "q", conns, perConn)
 	gmQueue := filepath.Join(queueDir, "gearman")
 	replayCfg := filepath.Join(t.TempDir(), "replay.cfg")
 	writeFile(t, replayCfg, withGearman.text(), 0o600)
@@ -120,19 +114,7 @@ func TestDurableReplayQueue(t *testing.T) {
 		t.Errorf("the worker got %d of %d results", col.count(), conns*perConn)
 	}
 	time.Sleep(300 * time.Millisecond) // let duplicates, if any, arrive
-	col.mu.Lock()
-	for c := range conns {
-		svc := fmt.Sprintf("q%d", c)
-		got := col.seqs[svc]
-		ok := len(got) == perConn
-		for i := 0; ok && i < perConn; i++ {
-			ok = got[i] == i+1
-		}
-		if !ok {
-			t.Errorf("%s: got seqs %v, want 1..%d once each, in order", svc, got, perConn)
-		}
-	}
-	col.mu.Unlock()
+	col.checkInOrder(t, "q", conns, perConn)
 	if _, err := os.Stat(gmQueue); !os.IsNotExist(err) {
 		t.Errorf("the emptied queue %s is still there (%v)", gmQueue, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,13 +35,7 @@ func TestReloadFewerWorkersDeliversQueues(t *testing.T) {
 	// so their order is known. New connections spread over the three
 	// SO_REUSEPORT sockets by their source ports.
 	cl := Client{CfgPath: clientCfg}
-	for c := range conns {
-		var in strings.Builder
-		for seq := 1; seq <= perConn; seq++ {
-			fmt.Fprintf(&in, "dq-slots\tc%d\t0\tseq %d of c%d\x17", c, seq, c)
-		}
-		cl.send(t, d.Port, in.String(), perConn)
-	}
+	sendServiceSeqs(t, cl, d.Port, "dq-slots", "c", conns, perConn)
 	// A queue's directory exists from its start; a segment file only once
 	// it stored a result.
 	for slot := range 3 {
@@ -69,18 +62,6 @@ func TestReloadFewerWorkersDeliversQueues(t *testing.T) {
 		t.Errorf("the worker got %d of %d results", col.count(), conns*perConn)
 	}
 	time.Sleep(500 * time.Millisecond) // let duplicates, if any, arrive
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	for c := range conns {
-		svc := fmt.Sprintf("c%d", c)
-		got := col.seqs[svc]
-		ok := len(got) == perConn
-		for i := 0; ok && i < perConn; i++ {
-			ok = got[i] == i+1
-		}
-		if !ok {
-			t.Errorf("%s: got seqs %v, want 1..%d once each, in order", svc, got, perConn)
-		}
-	}
+	col.checkInOrder(t, "c", conns, perConn)
 	d.Stop()
 }
