@@ -30,6 +30,8 @@ var (
 	ErrAckRange = errors.New("queue: ack beyond the records peeked")
 	// ErrOptions: an Options field is out of range.
 	ErrOptions = errors.New("queue: bad option")
+	// ErrNotEmpty: Remove was asked of a queue that still holds records.
+	ErrNotEmpty = errors.New("queue: not empty")
 )
 
 // Limits and defaults.

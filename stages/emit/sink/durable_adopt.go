@@ -2,7 +2,6 @@ package sink
 
 import (
 	"errors"
-	"os"
 	"time"
 
 	"github.com/golang/glog"
@@ -58,19 +57,17 @@ func (d *Durable) adoptDir(q *queue.Queue, dir string) bool {
 		return false
 	}
 	moved, left, err := d.moveRecords(q, old)
-	if cerr := old.Close(); err == nil {
-		err = cerr
-	}
 	if moved > 0 {
 		glog.Infof("%s: took over %d results queued in %s by a removed worker slot", d.name, moved, dir)
 	}
 	if err != nil || left > 0 {
+		old.Close()
 		if d.cfg.Log != nil {
 			d.cfg.Log.Warningf("durable-adopt:"+d.name, "%s: %d results stay in %s, of a removed worker slot, for now: %v", d.name, left, dir, err)
 		}
 		return false
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := old.Remove(); err != nil {
 		glog.Errorf("%s: removing the emptied queue %s: %v", d.name, dir, err)
 	}
 	return true

@@ -3,7 +3,6 @@ package sink
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"nsca_fast/stages/emit/queue"
 )
@@ -82,20 +81,19 @@ func (rq *replayQueue) finish(taken []int, sinks int, rep *ReplayReport) error {
 			rep.Acked = done
 		}
 	}
-	empty := rq.q.Stats().Records == 0
-	err := rq.q.Close()
+	q := rq.q
 	rq.q = nil
-	if err != nil {
-		errs = append(errs, fmt.Errorf("sink: replay: %w", err))
-	}
-	if empty && len(errs) == 0 {
-		if err := os.RemoveAll(rq.dir); err != nil {
-			errs = append(errs, fmt.Errorf("sink: replay: remove emptied queue: %w", err))
-		} else {
-			rep.QueueRemoved = true
+	if q.Stats().Records > 0 || len(errs) > 0 {
+		if err := q.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("sink: replay: %w", err))
 		}
+		return errors.Join(errs...)
 	}
-	return errors.Join(errs...)
+	if err := q.Remove(); err != nil {
+		return fmt.Errorf("sink: replay: remove the emptied queue: %w", err)
+	}
+	rep.QueueRemoved = true
+	return nil
 }
 
 // close gives the queue up unchanged, when Replay stops before delivering.
