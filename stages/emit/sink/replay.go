@@ -123,16 +123,17 @@ func Replay(cfg *conf.Config, path string, patience time.Duration) (ReplayReport
 	if len(sinks) == 0 {
 		return rep, ErrReplayNoRemote
 	}
+	var errs []error
+	if rq != nil {
+		errs = rq.deliver(sinks, patience, &rep)
+	}
 	// taken[i] counts the destinations that took items[i].
 	taken := make([]int, len(items))
-	var errs []error
 	for _, s := range sinks {
-		if err := replayInto(s, items, taken, patience, &rep); err != nil {
-			errs = append(errs, err)
+		if len(items) == 0 {
+			break
 		}
-	}
-	if rq != nil {
-		if err := rq.finish(taken, len(sinks), &rep); err != nil {
+		if err := replayInto(s, items, taken, patience, &rep); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -159,7 +160,7 @@ func replayInto(s Sink, items []Item, taken []int, patience time.Duration, rep *
 	}
 	defer func() {
 		if refuses {
-			rep.Refused[s.Name()] = int(f.Refused() - refusedBefore)
+			rep.Refused[s.Name()] += int(f.Refused() - refusedBefore)
 		}
 	}()
 	for start := 0; start < len(items); {
@@ -209,9 +210,10 @@ func replayInto(s Sink, items []Item, taken []int, patience time.Duration, rep *
 	return nil
 }
 
-// readReplayInput reads a dump file, a spool directory or a durable queue
-// directory (rq, nil for the others); files[i] is the spool file items[i]
-// came from ("" for the others).
+// readReplayInput reads a dump file or a spool directory, or opens a
+// durable queue directory (rq, nil for the others; Replay reads it a chunk
+// at a time); files[i] is the spool file items[i] came from ("" for a dump
+// file).
 func readReplayInput(path string, rep *ReplayReport) (items []Item, files []string, rq *replayQueue, err error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -222,8 +224,8 @@ func readReplayInput(path string, rep *ReplayReport) (items []Item, files []stri
 		return items, make([]string, len(items)), nil, err
 	}
 	if isQueueDir(path) {
-		items, rq, err = readQueue(path, rep)
-		return items, make([]string, len(items)), rq, err
+		rq, err = openReplayQueue(path)
+		return nil, nil, rq, err
 	}
 	items, files, err = readSpool(path, rep)
 	return items, files, nil, err

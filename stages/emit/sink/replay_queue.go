@@ -3,19 +3,27 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"nsca_fast/stages/emit/queue"
 )
 
-// replayQueue is a durable queue directory that Replay reads: the queue of
-// a remote destination the configuration no longer has, or of a daemon
-// that is stopped. Its records stay in it until every destination took
-// them.
+// replayQueueChunk is how many records of a queue Replay reads, delivers
+// and acknowledges at a time: its memory stays bounded whatever the queue
+// holds (up to queue_max_bytes, a GiB by default).
+const replayQueueChunk = 4096
+
+// replayQueue is a durable queue directory that Replay delivers: the queue
+// of a remote destination the configuration no longer has, or of a daemon
+// that is stopped. A record leaves it only once every destination took its
+// result.
 type replayQueue struct {
-	dir string
-	q   *queue.Queue
-	// item holds, per record in queue order, the index of its result in
-	// Replay's items, or -1 for a record that does not decode (skipped).
+	dir   string
+	q     *queue.Queue
+	chunk int
+	// item holds, per record of the chunk in queue order, the index of its
+	// result in the chunk's items, or -1 for a record that does not decode
+	// (skipped).
 	item []int
 }
 
@@ -25,47 +33,94 @@ func isQueueDir(dir string) bool {
 	return err == nil && found
 }
 
-// readQueue opens the durable queue in dir and reads every result it has
-// not acknowledged, in order, without acknowledging any. A queue a running
-// daemon has open is refused: the daemon delivers it itself.
-func readQueue(dir string, rep *ReplayReport) ([]Item, *replayQueue, error) {
+// openReplayQueue opens the durable queue in dir for Replay. A queue a
+// running daemon has open is refused: that daemon delivers it itself.
+func openReplayQueue(dir string) (*replayQueue, error) {
 	q, err := queue.Open(dir, queue.Options{})
 	if errors.Is(err, queue.ErrLocked) {
-		return nil, nil, fmt.Errorf("%w: the queue %s is open in a running nsca, which delivers it: %w", ErrReplayInput, dir, err)
+		return nil, fmt.Errorf("%w: the queue %s is open in a running nsca, which delivers it: %w", ErrReplayInput, dir, err)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrReplayInput, err)
+		return nil, fmt.Errorf("%w: %w", ErrReplayInput, err)
 	}
-	rq := &replayQueue{dir: dir, q: q}
-	recs, err := q.Peek(int(q.Stats().Records))
-	if err != nil {
-		q.Close()
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrReplayInput, dir, err)
+	return &replayQueue{dir: dir, q: q, chunk: replayQueueChunk}, nil
+}
+
+// deliver sends the queue through sinks a chunk at a time, oldest first,
+// acknowledging after each chunk what every sink took. It stops at the
+// first result a sink did not take, so that the next replay resumes there
+// in order; what it did not read then counts as left for every sink. It
+// ends by closing the queue, or removing it once emptied.
+func (rq *replayQueue) deliver(sinks []Sink, patience time.Duration, rep *ReplayReport) []error {
+	rep.FromQueue = true
+	var errs []error
+	for {
+		items, records, err := rq.read(rep)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if records == 0 {
+			break
+		}
+		taken := make([]int, len(items))
+		for _, s := range sinks {
+			if err := replayInto(s, items, taken, patience, rep); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		acked, err := rq.ackTaken(taken, len(sinks))
+		rep.Acked += acked
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if acked < records || len(errs) > 0 {
+			unread := int(rq.q.Stats().Records) - (records - acked)
+			for _, s := range sinks {
+				rep.Left[s.Name()] += unread
+			}
+			break
+		}
+	}
+	if st := rq.q.Stats(); st.Corrupt > 0 {
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %d damaged regions (%d bytes)", rq.dir, st.Corrupt, st.CorruptBytes))
+	}
+	if err := rq.finish(rep); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// read returns the results of the next chunk of records, how many records
+// that chunk holds, and reports the records that do not decode as skipped.
+func (rq *replayQueue) read(rep *ReplayReport) ([]Item, int, error) {
+	recs, err := rq.q.Peek(rq.chunk)
+	if len(recs) == 0 {
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: %s: %w", ErrReplayInput, rq.dir, err)
+		}
+		return nil, 0, nil
 	}
 	var items []Item
-	for i, r := range recs {
+	rq.item = rq.item[:0]
+	for _, r := range recs {
 		it, err := decodeRecord(r.Data)
 		if err != nil {
-			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: record %d: %v", dir, i+1, err))
+			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: record %d: %v", rq.dir, rep.Acked+len(rq.item)+1, err))
 			rq.item = append(rq.item, -1)
 			continue
 		}
 		rq.item = append(rq.item, len(items))
 		items = append(items, it)
 	}
-	if st := q.Stats(); st.Corrupt > 0 {
-		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %d damaged regions (%d bytes)", dir, st.Corrupt, st.CorruptBytes))
-	}
-	rep.Read, rep.FromQueue = len(items), true
-	return items, rq, nil
+	rep.Read += len(items)
+	return items, len(recs), nil
 }
 
-// finish acknowledges the records, from the oldest, whose result every one
-// of the sinks destinations took (and those that did not decode), so that
-// a second replay does not send them again; it stops at the first one a
-// destination did not take, which keeps the rest in order for the next
-// try. An emptied queue directory is removed. The queue is closed.
-func (rq *replayQueue) finish(taken []int, sinks int, rep *ReplayReport) error {
+// ackTaken acknowledges the records of the chunk, from the oldest, whose
+// result every one of the sinks took (and those that did not decode), up
+// to the first one a sink did not take, and returns how many.
+func (rq *replayQueue) ackTaken(taken []int, sinks int) (int, error) {
 	done := 0
 	for _, i := range rq.item {
 		if i >= 0 && taken[i] < sinks {
@@ -73,21 +128,25 @@ func (rq *replayQueue) finish(taken []int, sinks int, rep *ReplayReport) error {
 		}
 		done++
 	}
-	var errs []error
-	if done > 0 {
-		if err := rq.q.Ack(done); err != nil {
-			errs = append(errs, fmt.Errorf("sink: replay: acknowledge in %s: %w", rq.dir, err))
-		} else {
-			rep.Acked = done
-		}
+	if done == 0 {
+		return 0, nil
 	}
+	if err := rq.q.Ack(done); err != nil {
+		return 0, fmt.Errorf("sink: replay: acknowledge in %s: %w", rq.dir, err)
+	}
+	return done, nil
+}
+
+// finish closes the queue, or removes it (directory and all) when nothing
+// is left in it.
+func (rq *replayQueue) finish(rep *ReplayReport) error {
 	q := rq.q
 	rq.q = nil
-	if q.Stats().Records > 0 || len(errs) > 0 {
+	if q.Stats().Records > 0 {
 		if err := q.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("sink: replay: %w", err))
+			return fmt.Errorf("sink: replay: %w", err)
 		}
-		return errors.Join(errs...)
+		return nil
 	}
 	if err := q.Remove(); err != nil {
 		return fmt.Errorf("sink: replay: remove the emptied queue: %w", err)
