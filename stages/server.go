@@ -124,6 +124,11 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if listeners != nil {
+		// A daemon's pipeline, not one of inetd's processes per connection,
+		// which would say it once per connection.
+		sink.WarnStranded(cfg)
+	}
 	trusted, err := cfg.TrustedProxies()
 	if err != nil {
 		sink.CloseDestinations(dests)

@@ -129,6 +129,38 @@ func fallbackChain(cfg *conf.Config, option string) ([]Sink, error) {
 	return nil, nil
 }
 
+// remote is a remote destination kind, as cfg sets it up.
+type remote struct {
+	on       bool
+	name     string // the sink's, and its queue directory's
+	option   string // the option that turns it on
+	fallback string
+	capacity int
+	open     func() (Sink, error)
+}
+
+// remotes lists the remote destination kinds, on or off in cfg.
+func remotes(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog) []remote {
+	return []remote{
+		{cfg.Icinga2URL != "", "icinga2", "icinga2_api_url", cfg.Icinga2Fallback, cfg.Icinga2QueueSize, func() (Sink, error) { return newIcinga(cfg, stats, log) }},
+		{cfg.GearmanServers != "", "gearman", "gearman_server", cfg.GearmanFallback, cfg.GearmanQueueSize, func() (Sink, error) { return newGearman(cfg) }},
+	}
+}
+
+// WarnStranded logs each durable queue directory in queue_directory that
+// still holds results for a remote destination cfg does not have (its
+// option is unset): no process delivers them, and nothing else would say
+// so; --replay does deliver them. A daemon calls it at each start and
+// reload, in its only process or worker slot 0 (the other slots do
+// nothing), not in inetd's process per connection.
+func WarnStranded(cfg *conf.Config) {
+	for _, r := range remotes(cfg, nil, nil) {
+		if !r.on {
+			warnStranded(cfg, r.name, r.option)
+		}
+	}
+}
+
 // Destinations builds every destination the config asks for: the local
 // core (command file, spool, dump file), Icinga 2's API and Gearman. On an
 // error, the sinks built so far are closed.
@@ -139,27 +171,12 @@ func Destinations(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog
 			dests = nil
 		}
 	}()
-	remote := []struct {
-		on       bool
-		name     string
-		option   string // the option that turns it on
-		fallback string
-		capacity int
-		open     func() (Sink, error)
-	}{
-		{cfg.Icinga2URL != "", "icinga2", "icinga2_api_url", cfg.Icinga2Fallback, cfg.Icinga2QueueSize, func() (Sink, error) { return newIcinga(cfg, stats, log) }},
-		{cfg.GearmanServers != "", "gearman", "gearman_server", cfg.GearmanFallback, cfg.GearmanQueueSize, func() (Sink, error) { return newGearman(cfg) }},
-	}
-	for _, r := range remote {
-		if !r.on {
-			warnStranded(cfg, r.name, r.option)
-		}
-	}
+	kinds := remotes(cfg, stats, log)
 	count := 0
 	if cfg.LocalSinks() {
 		count++
 	}
-	for _, r := range remote {
+	for _, r := range kinds {
 		if r.on {
 			count++
 		}
@@ -187,7 +204,7 @@ func Destinations(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog
 			dests[0].Capacity = max(cfg.QueueSize, localOverflowDepth)
 		}
 	}
-	for _, r := range remote {
+	for _, r := range kinds {
 		if !r.on {
 			continue
 		}

@@ -75,11 +75,8 @@ func leftBehindBy(dir, name string, slot, workers int) bool {
 	return workers > 0 && j >= workers && j%workers == slot
 }
 
-// warnStranded logs each durable queue directory of the named remote sink
-// in queue_directory that still holds results although the configuration
-// does not have that sink (its option is unset): no process delivers them,
-// and nothing else would say so; --replay does deliver them. The only
-// process, or worker slot 0, looks, at each start and reload.
+// warnStranded logs each durable queue directory of the named remote sink,
+// which cfg does not have, that still holds results (see WarnStranded).
 func warnStranded(cfg *conf.Config, name, option string) {
 	if cfg.QueueDirectory == "" || WorkerSlot > 0 {
 		return
