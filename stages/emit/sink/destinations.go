@@ -154,6 +154,9 @@ func remotes(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog) []r
 // reload, in its only process or worker slot 0 (the other slots do
 // nothing), not in inetd's process per connection.
 func WarnStranded(cfg *conf.Config) {
+	if cfg.QueueDirectory == "" || WorkerSlot > 0 {
+		return
+	}
 	for _, r := range remotes(cfg, nil, nil) {
 		if !r.on {
 			warnStranded(cfg, r.name, r.option)

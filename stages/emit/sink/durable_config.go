@@ -38,6 +38,12 @@ func QueueDir(cfg *conf.Config, name string) string {
 // <sink>-<j> for each j >= n with j mod n = s, and slot 0 also takes the
 // single process's <sink>.
 func leftBehindDirs(cfg *conf.Config, name string) ([]string, error) {
+	return queueDirs(cfg, func(dir string) bool { return leftBehindBy(dir, name, WorkerSlot, cfg.Workers) })
+}
+
+// queueDirs lists the directories in queue_directory whose names keep
+// accepts; none when it does not exist.
+func queueDirs(cfg *conf.Config, keep func(dir string) bool) ([]string, error) {
 	entries, err := os.ReadDir(cfg.QueueDirectory)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -47,7 +53,7 @@ func leftBehindDirs(cfg *conf.Config, name string) ([]string, error) {
 	}
 	var dirs []string
 	for _, e := range entries {
-		if e.IsDir() && leftBehindBy(e.Name(), name, WorkerSlot, cfg.Workers) {
+		if e.IsDir() && keep(e.Name()) {
 			dirs = append(dirs, filepath.Join(cfg.QueueDirectory, e.Name()))
 		}
 	}
@@ -76,20 +82,11 @@ func leftBehindBy(dir, name string, slot, workers int) bool {
 }
 
 // warnStranded logs each durable queue directory of the named remote sink,
-// which cfg does not have, that still holds results (see WarnStranded).
+// which cfg does not have, that still holds results (see WarnStranded):
+// <sink>, or <sink>-<slot> of any worker slot.
 func warnStranded(cfg *conf.Config, name, option string) {
-	if cfg.QueueDirectory == "" || WorkerSlot > 0 {
-		return
-	}
-	entries, err := os.ReadDir(cfg.QueueDirectory)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !e.IsDir() || (e.Name() != name && !leftBehindBy(e.Name(), name, -1, 0)) {
-			continue
-		}
-		dir := filepath.Join(cfg.QueueDirectory, e.Name())
+	dirs, _ := queueDirs(cfg, func(dir string) bool { return dir == name || leftBehindBy(dir, name, -1, 0) })
+	for _, dir := range dirs {
 		if n, _, err := queue.Pending(dir); err == nil && n > 0 {
 			glog.Warningf("sink: %s holds %d bytes of results queued for %s, which this configuration does not have (%s is not set): nothing delivers them; nsca -c %s --replay %s sends them to the remote destinations that are set",
 				dir, n, name, option, cfg.File, dir)

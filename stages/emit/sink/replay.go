@@ -130,9 +130,6 @@ func Replay(cfg *conf.Config, path string, patience time.Duration) (ReplayReport
 	// taken[i] counts the destinations that took items[i].
 	taken := make([]int, len(items))
 	for _, s := range sinks {
-		if len(items) == 0 {
-			break
-		}
 		if err := replayInto(s, items, taken, patience, &rep); err != nil {
 			errs = append(errs, err)
 		}
