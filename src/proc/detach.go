@@ -19,7 +19,13 @@ import (
 // Environment variables by which a process learns its role from its parent.
 const (
 	envDetached = "NSCA_FAST_DETACHED" // the descriptor of the readiness pipe
-	envWorker   = "NSCA_FAST_WORKER"   // "slot:generation"
+	envWorker   = "NSCA_FAST_WORKER"   // "slot:generation[:flag]...", flags below
+)
+
+// Flags of a worker's role.
+const (
+	roleBoard  = "board"  // descriptor 5 is its counters' board
+	roleSyslog = "syslog" // it forwards its own log to syslog (Worker.Syslog)
 )
 
 // Detached reports whether this process is the detached daemon started by

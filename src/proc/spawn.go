@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"nsca_fast/src/proc/board"
 	"nsca_fast/stages/rawsys"
 )
 
@@ -57,9 +58,18 @@ func (e Exit) String() string {
 }
 
 // Spawner starts one worker on a listening socket and returns it with the
-// read end of its status pipe.
+// supervisor's side of its channels.
 type Spawner interface {
-	Spawn(slot, gen, listener int) (Process, io.ReadCloser, error)
+	Spawn(slot, gen, listener int) (Process, Link, error)
+}
+
+// Link is the supervisor's side of a worker's channels.
+type Link struct {
+	// Status is the read end of the worker's status pipe: it says "ready"
+	// there and, when it has no board, reports its counters.
+	Status io.ReadCloser
+	// Board is where the worker publishes its counters, or nil.
+	Board *board.Board
 }
 
 // ExecSpawner starts workers as new processes of this program. It hands
@@ -88,39 +98,49 @@ func (e *ExecSpawner) devNull() (int, error) {
 	return e.null, e.nullErr
 }
 
-// Spawn starts a worker process with the listening socket as descriptor 3
-// and the write end of its status pipe as descriptor 4.
-func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, io.ReadCloser, error) {
+// Spawn starts a worker process with the listening socket as descriptor 3,
+// the write end of its status pipe as descriptor 4 and its counters' board
+// as descriptor 5.
+func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 	null, err := e.devNull()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrSpawn, os.DevNull, err)
+		return nil, Link{}, fmt.Errorf("%w: %s: %w", ErrSpawn, os.DevNull, err)
 	}
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		return nil, nil, fmt.Errorf("%w: status pipe: %w", ErrSpawn, err)
+		return nil, Link{}, fmt.Errorf("%w: status pipe: %w", ErrSpawn, err)
 	}
 	defer unix.Close(p[1])
-	role := strconv.Itoa(slot) + ":" + strconv.Itoa(gen)
+	b, boardFD, err := board.Create("nsca-worker-" + strconv.Itoa(slot))
+	if err != nil {
+		unix.Close(p[0])
+		return nil, Link{}, fmt.Errorf("%w: %w", ErrSpawn, err)
+	}
+	defer unix.Close(boardFD)
+	fail := func(err error) (Process, Link, error) {
+		unix.Close(p[0])
+		b.Close()
+		return nil, Link{}, err
+	}
+	role := strconv.Itoa(slot) + ":" + strconv.Itoa(gen) + ":" + roleBoard
 	if e.Syslog {
-		role += ":syslog"
+		role += ":" + roleSyslog
 	}
 	attr := &syscall.ProcAttr{
 		Env:   append(workerEnv(os.Environ()), envWorker+"="+role),
-		Files: []uintptr{uintptr(null), 1, 2, uintptr(listener), uintptr(p[1])},
+		Files: []uintptr{uintptr(null), 1, 2, uintptr(listener), uintptr(p[1]), uintptr(boardFD)},
 		Sys:   &syscall.SysProcAttr{Pdeathsig: ParentDeathSignal},
 	}
 	pid, err := syscall.ForkExec(e.Path, append([]string{e.Path}, e.Args...), attr)
 	if err != nil {
-		unix.Close(p[0])
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrSpawn, e.Path, err)
+		return fail(fmt.Errorf("%w: %s: %w", ErrSpawn, e.Path, err))
 	}
 	proc, err := os.FindProcess(pid)
 	if err != nil { // cannot happen on Linux: FindProcess always succeeds
-		unix.Close(p[0])
-		return nil, nil, fmt.Errorf("%w: pid %d: %w", ErrSpawn, pid, err)
+		return fail(fmt.Errorf("%w: pid %d: %w", ErrSpawn, pid, err))
 	}
 	unix.SetNonblock(p[0], true)
-	return osProcess{proc}, newStatusPipe(os.NewFile(uintptr(p[0]), "status")), nil
+	return osProcess{proc}, Link{Status: newStatusPipe(os.NewFile(uintptr(p[0]), "status")), Board: b}, nil
 }
 
 // statusPipe is the read end of a worker's status pipe, read in Go's

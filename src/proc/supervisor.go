@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/golang/glog"
 
+	"nsca_fast/src/proc/board"
 	"nsca_fast/stages/counters"
 )
 
@@ -54,14 +56,38 @@ type workerProc struct {
 	status    chan struct{} // closed when the status pipe reached EOF
 	exited    chan struct{} // closed after the process and its status pipe ended
 
-	mu   sync.Mutex
-	last counters.Snapshot
+	mu    sync.Mutex
+	board *board.Board // where it publishes its counters; nil once retired
+	last  counters.Snapshot
+	piped bool // last came through the status pipe, which then has the newest
 }
 
+// snapshot is the worker's latest counters.
 func (p *workerProc) snapshot() counters.Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.board != nil && !p.piped {
+		if rec, ok := p.board.Read(); ok {
+			var s counters.Snapshot
+			if json.Unmarshal(rec, &s) == nil {
+				return s
+			}
+		}
+	}
 	return p.last
+}
+
+// final is the exited worker's last counters, kept once its board is
+// unmapped.
+func (p *workerProc) final() counters.Snapshot {
+	s := p.snapshot()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.board != nil {
+		p.board.Close()
+		p.board, p.last = nil, s
+	}
+	return s
 }
 
 // listener returns the socket for a slot.
@@ -70,19 +96,20 @@ func (s *Supervisor) listener(slot int) int {
 }
 
 func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
-	proc, status, err := s.Spawner.Spawn(slot, gen, s.listener(slot))
+	proc, link, err := s.Spawner.Spawn(slot, gen, s.listener(slot))
 	if err != nil {
 		return nil, err
 	}
-	p := &workerProc{slot: slot, gen: gen, proc: proc, started: time.Now(), ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
+	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, started: time.Now(), ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
-		p.readStatus(status)
+		p.readStatus(link.Status)
 		close(p.status)
 	}()
 	go func() {
 		p.exit = proc.Wait()
-		// The worker's last counters are in the pipe; read them before
-		// the exit is accounted.
+		// The worker's last words are in the pipe (and, from a worker
+		// without a board, its last counters); read them before the
+		// exit is accounted.
 		select {
 		case <-p.status:
 		case <-time.After(2 * time.Second):
@@ -211,7 +238,7 @@ func (s *Supervisor) retire(p *workerProc) bool {
 	s.mu.Lock()
 	delete(s.procs, p)
 	s.mu.Unlock()
-	return s.totals.Retire(p, p.snapshot())
+	return s.totals.Retire(p, p.final())
 }
 
 // Reload starts a new generation of n workers (which read the configuration

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"nsca_fast/src/proc/board"
+	"nsca_fast/stages/counters"
 )
 
 // fakeWorker is a worker process as the supervisor sees it, played by the
@@ -18,6 +22,7 @@ import (
 type fakeWorker struct {
 	slot, gen, listener, pid int
 	status                   *io.PipeWriter
+	board                    *board.Board // its end of the board, when the spawner makes boards
 	exit                     chan Exit
 	// drainTerms is how many SIGTERMs it takes to end: 1 drains at once, 2
 	// models a drain that only an abort (the second SIGTERM) ends.
@@ -86,19 +91,31 @@ type fakeSpawner struct {
 	workers    []*fakeWorker
 	drainTerms int
 	notReady   bool // new workers never say "ready"
+	boards     bool // give each worker a board, as ExecSpawner does
 }
 
-func (f *fakeSpawner) Spawn(slot, gen, listener int) (Process, io.ReadCloser, error) {
+func (f *fakeSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 	r, w := io.Pipe()
 	f.mu.Lock()
 	fw := &fakeWorker{slot: slot, gen: gen, listener: listener, pid: 1000 + len(f.workers), status: w, exit: make(chan Exit, 1), drainTerms: max(f.drainTerms, 1)}
 	f.workers = append(f.workers, fw)
-	notReady := f.notReady
+	notReady, boards := f.notReady, f.boards
 	f.mu.Unlock()
+	link := Link{Status: r}
+	if boards {
+		b, fd, err := board.Create("fake-worker")
+		if err != nil {
+			return nil, Link{}, err
+		}
+		if fw.board, err = board.Open(fd); err != nil {
+			return nil, Link{}, err
+		}
+		link.Board = b
+	}
 	if !notReady {
 		go fmt.Fprintln(w, "ready")
 	}
-	return fw, r, nil
+	return fw, link, nil
 }
 
 func (f *fakeSpawner) all() []*fakeWorker {
@@ -278,5 +295,55 @@ func TestWorkerEnv(t *testing.T) {
 	got := workerEnv([]string{"PATH=/bin", envDetached + "=3", "LISTEN_FDS=1", "LISTEN_PID=7", "NOTIFY_SOCKET=/run/x", envWorker + "=0:1", "GOGC=1"})
 	if !slices.Equal(got, []string{"PATH=/bin", "GOGC=1"}) {
 		t.Errorf("workerEnv = %q", got)
+	}
+}
+
+// received publishes a worker's counters saying it received n results,
+// on its board or, with piped, through its status pipe.
+func (w *fakeWorker) received(t *testing.T, n uint64, piped bool) {
+	t.Helper()
+	b, err := json.Marshal(counters.Snapshot{Received: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if piped {
+		if _, err := fmt.Fprintf(w.status, "stats %s\n", b); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := w.board.Publish(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The supervisor reads its workers' counters from their boards when it
+// needs them, keeps a dead worker's last ones, and from a worker that
+// reports through its status pipe takes the pipe's.
+func TestSupervisorCountsFromBoards(t *testing.T) {
+	f := &fakeSpawner{boards: true}
+	s, _, _ := startSupervisor(t, f, 2, sameN(2))
+	received := func() uint64 { return s.Stats().Received }
+	w := f.all()
+	w[0].received(t, 5, false)
+	w[1].received(t, 7, false)
+	if got := received(); got != 12 {
+		t.Fatalf("received %d, want 12 from the two boards", got)
+	}
+	w[0].received(t, 6, false)
+	if got := received(); got != 13 {
+		t.Fatalf("received %d, want 13 after a newer record", got)
+	}
+	w[1].crash()
+	waitUntil(t, "the dead worker was replaced", func() bool { return len(f.all()) == 3 && len(s.Pids()) == 2 })
+	if got := received(); got != 13 {
+		t.Fatalf("received %d after a worker died, want its last 7 kept", got)
+	}
+	f.all()[2].received(t, 1, false)
+	w[0].received(t, 9, true)
+	waitUntil(t, "the piped report was read", func() bool { return received() == 17 })
+	w[0].received(t, 100, false)
+	if got := received(); got != 17 {
+		t.Fatalf("received %d: a worker that reported through its pipe is read from the pipe, want 17", got)
 	}
 }

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
+	"nsca_fast/src/proc/board"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/rawsys"
 )
@@ -18,7 +21,8 @@ import (
 // Descriptors a worker inherits from its supervisor.
 const (
 	workerListenerFD = 3 // the SO_REUSEPORT listening socket of its slot
-	workerStatusFD   = 4 // the pipe on which it reports readiness and counters
+	workerStatusFD   = 4 // the pipe on which it reports readiness (and counters, without a board)
+	workerBoardFD    = 5 // the shared memory on which it publishes its counters
 )
 
 // Worker is the supervisor's side of the pipe, seen from inside a worker.
@@ -29,6 +33,7 @@ type Worker struct {
 	// then forwards its own, so its drain is logged after the supervisor died.
 	Syslog   bool
 	status   *os.File
+	board    *board.Board // nil: counters go through the status pipe
 	reported chan struct{}
 }
 
@@ -40,10 +45,18 @@ func WorkerFromEnv() *Worker {
 		return nil
 	}
 	os.Unsetenv(envWorker)
-	w := &Worker{Syslog: strings.HasSuffix(v, ":syslog"), reported: make(chan struct{})}
+	fields := strings.Split(v, ":")
+	flags := fields[min(2, len(fields)):]
+	w := &Worker{Syslog: slices.Contains(flags, roleSyslog), reported: make(chan struct{})}
 	fmt.Sscanf(v, "%d:%d", &w.Slot, &w.Generation)
 	unix.CloseOnExec(workerListenerFD)
 	unix.CloseOnExec(workerStatusFD)
+	if slices.Contains(flags, roleBoard) {
+		var err error
+		if w.board, err = board.Open(workerBoardFD); err != nil {
+			glog.Errorf("worker %d: %v: reporting counters through the status pipe", w.Slot, err)
+		}
+	}
 	// Non-blocking: the reports in between are written raw (report), and
 	// os.File waits for room in Go's poller.
 	unix.SetNonblock(workerStatusFD, true)
@@ -62,7 +75,8 @@ func (w *Worker) Ready() { fmt.Fprintln(w.status, "ready") }
 // daemon's statistics line, waiting for room in the pipe if need be.
 func (w *Worker) Report(s counters.Snapshot) { w.report(s, false) }
 
-// report sends the counters. With mayDrop, a report that fits the pipe
+// report publishes the counters on the board, or, without one, sends them
+// through the status pipe. With mayDrop, a report that fits the pipe
 // atomically is written raw and dropped if the pipe is full: reports are
 // running totals, so the next one carries this one's and more, and a
 // normal write (a system call that wakes the runtime's sysmon into 1 ms of
@@ -70,6 +84,15 @@ func (w *Worker) Report(s counters.Snapshot) { w.report(s, false) }
 // worker more than its checks' own work.
 func (w *Worker) report(s counters.Snapshot, mayDrop bool) {
 	b, _ := json.Marshal(s)
+	if w.board != nil {
+		err := w.board.Publish(b)
+		if err == nil {
+			return
+		}
+		// The supervisor reads the pipe's reports from the first one on.
+		glog.Errorf("worker %d: %v: reporting counters through the status pipe", w.Slot, err)
+		w.board = nil
+	}
 	line := make([]byte, 0, len(b)+7)
 	line = append(append(append(line, "stats "...), b...), '\n')
 	if mayDrop && len(line) <= rawsys.PipeBuf {
@@ -161,7 +184,7 @@ func (p *workerProc) readStatus(f io.ReadCloser) {
 			var s counters.Snapshot
 			if json.Unmarshal([]byte(line[len("stats "):]), &s) == nil {
 				p.mu.Lock()
-				p.last = s
+				p.last, p.piped = s, true
 				p.mu.Unlock()
 			}
 		}
