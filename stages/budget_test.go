@@ -59,3 +59,36 @@ func TestReadBudgetIsSharedByTheWorkers(t *testing.T) {
 		t.Fatalf("1,000 workers: limit %d, want the minimum %d", got, readBudgetMin)
 	}
 }
+
+// A read that fills little of its buffer moves to the smallest class that
+// holds it, so the budget counts about its bytes: a send_nsca packet read
+// alone into libmcrypt's 64 KiB buffer counted 64 KiB, and five such
+// connections spent a 3DES budget. A buffer at most four times too large
+// is kept, so XOR's 16 KiB reads are not copied.
+func TestShrinkChunk(t *testing.T) {
+	for _, tc := range []struct{ bufCap, n, wantCap int }{
+		{64 << 10, 4304, 8 << 10},
+		{64 << 10, 500, smallChunkSize},
+		{64 << 10, 12000, chunkSize},
+		{64 << 10, 30000, 64 << 10},
+		{chunkSize, 4304, chunkSize},
+		{chunkSize, 1000, smallChunkSize},
+		{chunkSize, 5000, chunkSize},
+		{2 << 10, 100, 2 << 10},
+	} {
+		b := getBuf(tc.bufCap)
+		for i := range tc.n {
+			b[i] = byte(i)
+		}
+		got := shrinkChunk(b, tc.n)
+		if cap(got) != tc.wantCap || len(got) != tc.n {
+			t.Errorf("%d bytes read into %d: len %d cap %d, want cap %d", tc.n, tc.bufCap, len(got), cap(got), tc.wantCap)
+		}
+		for i := range tc.n {
+			if got[i] != byte(i) {
+				t.Fatalf("%d bytes read into %d: byte %d is %d after the move", tc.n, tc.bufCap, i, got[i])
+			}
+		}
+		putBuf(got)
+	}
+}

@@ -42,15 +42,16 @@ type Conn struct {
 	// back the accept stage (readBudget.heldBack); the reader's alone.
 	heldBack bool
 
-	// Decrypt stage.
-	packetSize int    // 0 until the first packet decides it, then one of the accepted sizes
-	cur        []byte // the packet being assembled, decrypted as it arrives
-	curN       int
-	stream     cipher.State // the CFB register of methods 2 and up, running across packets
-	streaming  bool         // stream has been started with the IV
-	key        cipher.Key   // decryption_mode=0: this connection's own key schedule
-	cipherErr  error
-	discard    bool // the first packet had a wrong version: ignore the rest
+	// Decrypt stage. decryptShard is its dispatcher's (connBalancer).
+	decryptShard int
+	packetSize   int    // 0 until the first packet decides it, then one of the accepted sizes
+	cur          []byte // the packet being assembled, decrypted as it arrives
+	curN         int
+	stream       cipher.State // the CFB register of methods 2 and up, running across packets
+	streaming    bool         // stream has been started with the IV
+	key          cipher.Key   // decryption_mode=0: this connection's own key schedule
+	cipherErr    error
+	discard      bool // the first packet had a wrong version: ignore the rest
 
 	// Validate stage.
 	checks int
@@ -84,28 +85,39 @@ type ShortPacket struct {
 	Why       string // how the connection ended
 }
 
-// Read buffers: a read goes into a large one, and a short read (a slow
-// client, the tail of a connection) is copied into a small one, so that
-// queued chunks hold memory in proportion to their bytes. The large size is
-// the read stage's: ChunkSize for XOR and the fast native ciphers, the
-// per-connection budget (one hand-off per connection's burst) for
-// libmcrypt's.
+// Read buffers: a read goes into a large one, and a read that leaves most
+// of it unused (a slow client, one packet of a connection, its tail) is
+// copied into the smallest of chunkClasses that holds it, so that queued
+// chunks hold memory, and the read budget counts, in proportion to their
+// bytes. The large size is the read stage's: ChunkSize for XOR and the fast
+// native ciphers, the per-connection budget (one hand-off per connection's
+// burst) for libmcrypt's. A send_nsca packet read alone into that 64 KiB
+// buffer used to count 64 KiB: with 3DES five such connections spent the
+// whole budget (35 ms of decrypting, about 300 KiB), and accept and every
+// read waited while the CPUs had nothing to decrypt.
 // They come from the same per-capacity pools as packet buffers.
 const (
 	chunkSize      = 16 << 10
 	smallChunkSize = 1 << 10
 )
 
-// shrinkChunk returns the n bytes read into the large buffer b, moved to a
-// small buffer (and b back to its pool) when they fit in one.
+// chunkClasses are the sizes a short read is copied into, ascending.
+var chunkClasses = [...]int{smallChunkSize, 8 << 10, chunkSize}
+
+// shrinkChunk returns the n bytes read into the large buffer b, moved to
+// the smallest class that holds them (and b back to its pool) when that
+// class is at most a quarter of b: the copy is then cheap beside what it
+// frees, and a buffer only a little too large is left alone.
 func shrinkChunk(b []byte, n int) []byte {
-	if n > smallChunkSize {
-		return b[:n]
+	for _, size := range chunkClasses {
+		if n <= size && size <= cap(b)/4 {
+			small := getBuf(size)
+			copy(small, b[:n])
+			putBuf(b)
+			return small[:n]
+		}
 	}
-	small := getBuf(smallChunkSize)
-	copy(small, b[:n])
-	putBuf(b)
-	return small[:n]
+	return b[:n]
 }
 
 // Buffers are pooled per capacity: read chunks, send_nsca's 4304-byte
