@@ -3,6 +3,8 @@ package stages
 import (
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The global read budget holds readBudgetWork of decrypting: a slow cipher
@@ -90,5 +92,49 @@ func TestShrinkChunk(t *testing.T) {
 			}
 		}
 		putBuf(got)
+	}
+}
+
+// A connection paused while the global budget was spent holds back the
+// accept stage only until the global budget has room again, even if its
+// own budget still keeps it paused: accept used to greet nobody until
+// decrypt had consumed that connection's chunk, and the CPUs went idle
+// while every client waited for an init packet.
+func TestHeldBackEndsWithTheGlobalBudget(t *testing.T) {
+	b := newReadBudget(1, 1)
+	b.limit.Store(readBudgetMin)
+	r, err := newReader(ReadConfig{budget: b}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if err := r.epoll.add(fds[0]); err != nil {
+		t.Fatal(err)
+	}
+	c, other := &Conn{fd: fds[0], reader: r}, &Conn{}
+	b.take(c, readBudgetPerConn) // c's own budget is spent
+	b.take(other, readBudgetMin) // and so is the global one
+	r.pause(c)
+	if !b.behind() {
+		t.Fatal("with the global budget spent and a connection held back, accept is not behind")
+	}
+	b.release(other, readBudgetMin)
+	r.resume()
+	if b.behind() {
+		t.Fatalf("the global budget has room (%d of %d) but accept is still held back by %d connections", b.inflight.Load(), b.limit.Load(), b.heldBack.Load())
+	}
+	if _, still := r.paused[c]; !still {
+		t.Fatal("c was resumed although its own budget is spent")
+	}
+	b.release(c, readBudgetPerConn)
+	r.resume()
+	if _, still := r.paused[c]; still || b.heldBack.Load() != 0 {
+		t.Fatalf("after its chunk was consumed: paused %v, held back %d", still, b.heldBack.Load())
 	}
 }

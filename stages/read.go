@@ -439,19 +439,29 @@ func (r *reader) pause(c *Conn) {
 func (r *reader) unpause(c *Conn) {
 	delete(r.paused, c)
 	c.paused.Store(false)
+	r.release(c)
+}
+
+// release stops counting c as held back by the global budget.
+func (r *reader) release(c *Conn) {
 	if c.heldBack {
 		c.heldBack = false
 		r.budget.heldBack.Add(-1)
 	}
 }
 
-// resume polls again the paused connections the budget allows.
+// resume polls again the paused connections the budget allows. One that
+// still waits for its own budget no longer waits for the global one, so it
+// stops holding back the accept stage: it used to until decrypt consumed
+// its chunk, and accept, greeting nobody meanwhile, left the CPUs idle
+// with every client waiting for an init packet.
 func (r *reader) resume() {
 	if len(r.paused) == 0 || r.budget.spent() {
 		return
 	}
 	for c := range r.paused {
 		if r.budget.connSpent(c) {
+			r.release(c)
 			continue
 		}
 		r.unpause(c)
