@@ -292,3 +292,43 @@ func TestSupervisorStopWithSlowClients(t *testing.T) {
 		})
 	}
 }
+
+// TestSupervisorMetricsCountWorkers: with nsca_workers=2 the supervisor's
+// /metrics sums what its workers counted, which they publish in shared
+// memory rather than report through a pipe. A worker killed with SIGKILL
+// after its results were counted leaves them in the totals, and its
+// successor's results are added to them.
+func TestSupervisorMetricsCountWorkers(t *testing.T) {
+	t.Parallel()
+	cmd := commandFile(t, t.TempDir())
+	metrics := relMetricsAddr(t)
+	d := lcStart(t, lcCfg(cmd, merge(lcWorkers(2), Config{"metrics_address": metrics})), daemonOpts{})
+	kids := d.waitWorkers(2, 10*time.Second)
+	// The harness's probe of the port counts as a connection, which a
+	// worker publishes with its next batch or within a second.
+	time.Sleep(1500 * time.Millisecond)
+	before := relMetricsBalanced(t, metrics, nil)
+	counted := func(wantEmitted, wantConns int) func(m map[string]float64) string {
+		return func(m map[string]float64) string {
+			e := m[`nsca_results_emitted_total{sink="file"}`] - before[`nsca_results_emitted_total{sink="file"}`]
+			c := m["nsca_connections_total"] - before["nsca_connections_total"]
+			if e != float64(wantEmitted) || c != float64(wantConns) {
+				return fmt.Sprintf("emitted{file} went up by %v and connections by %v, want %d and %d", e, c, wantEmitted, wantConns)
+			}
+			return ""
+		}
+	}
+	first := lcSendAll(t, d.Port, lcPassword, "before", 8, 5)
+	waitFileLines(t, cmd, len(first))
+	relMetricsBalanced(t, metrics, counted(len(first), 8))
+
+	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitWorkers(2, 10*time.Second, kids[0])
+	relMetricsBalanced(t, metrics, counted(len(first), 8))
+	second := lcSendAll(t, d.Port, lcPassword, "after", 4, 5)
+	waitFileLines(t, cmd, len(first)+len(second))
+	relMetricsBalanced(t, metrics, counted(len(first)+len(second), 12))
+	d.stop()
+}
