@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/src/proc/board"
@@ -111,24 +112,31 @@ func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 		return nil, Link{}, fmt.Errorf("%w: status pipe: %w", ErrSpawn, err)
 	}
 	defer unix.Close(p[1])
+	role := strconv.Itoa(slot) + ":" + strconv.Itoa(gen)
+	files := []uintptr{uintptr(null), 1, 2, uintptr(listener), uintptr(p[1])}
+	// Without a board (no memfd_create, say, under a seccomp filter) the
+	// worker still serves and reports through its status pipe.
 	b, boardFD, err := board.Create("nsca-worker-" + strconv.Itoa(slot))
 	if err != nil {
-		unix.Close(p[0])
-		return nil, Link{}, fmt.Errorf("%w: %w", ErrSpawn, err)
+		glog.Warningf("supervisor: worker %d reports through its status pipe: %v", slot, err)
+	} else {
+		defer unix.Close(boardFD)
+		role += ":" + roleBoard
+		files = append(files, uintptr(boardFD))
 	}
-	defer unix.Close(boardFD)
 	fail := func(err error) (Process, Link, error) {
 		unix.Close(p[0])
-		b.Close()
+		if b != nil {
+			b.Close()
+		}
 		return nil, Link{}, err
 	}
-	role := strconv.Itoa(slot) + ":" + strconv.Itoa(gen) + ":" + roleBoard
 	if e.Syslog {
 		role += ":" + roleSyslog
 	}
 	attr := &syscall.ProcAttr{
 		Env:   append(workerEnv(os.Environ()), envWorker+"="+role),
-		Files: []uintptr{uintptr(null), 1, 2, uintptr(listener), uintptr(p[1]), uintptr(boardFD)},
+		Files: files,
 		Sys:   &syscall.SysProcAttr{Pdeathsig: ParentDeathSignal},
 	}
 	pid, err := syscall.ForkExec(e.Path, append([]string{e.Path}, e.Args...), attr)
