@@ -104,15 +104,11 @@ func Replay(cfg *conf.Config, path string, patience time.Duration) (ReplayReport
 	}
 	defer rq.close()
 	var sinks []Sink
-	if cfg.Icinga2URL != "" {
-		s, err := newIcinga(cfg, nil, nil)
-		if err != nil {
-			return rep, fmt.Errorf("%w: %w", ErrConfig, err)
+	for _, r := range remotes(cfg, nil, nil) {
+		if !r.on {
+			continue
 		}
-		sinks = append(sinks, s)
-	}
-	if cfg.GearmanServers != "" {
-		s, err := newGearman(cfg)
+		s, err := r.open()
 		if err != nil {
 			closeSinks(sinks)
 			return rep, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -196,7 +192,7 @@ func replayInto(s Sink, items []Item, taken []int, patience time.Duration, rep *
 				break
 			}
 			if time.Now().Add(wait).After(deadline) {
-				rep.Left[s.Name()] = len(batch) + len(items) - end
+				rep.Left[s.Name()] += len(batch) + len(items) - end
 				return fmt.Errorf("%s: %w", s.Name(), err)
 			}
 			time.Sleep(wait)
