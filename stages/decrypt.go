@@ -13,7 +13,6 @@ import (
 
 	"github.com/golang/glog"
 
-	"nsca_fast/conf"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
@@ -179,15 +178,7 @@ func (p *served) callsC() bool { return p.err == nil && p.report.Engine == ciphe
 
 // newOwnEngine builds the native engine of one of this project's methods.
 func newOwnEngine(c CipherConfig) (cipher.Engine, error) {
-	switch c.Method {
-	case conf.MethodAES128:
-		return cipher.NewNativeAES(16, c.Method, c.Algorithm, c.Password)
-	case conf.MethodAES192:
-		return cipher.NewNativeAES(24, c.Method, c.Algorithm, c.Password)
-	case conf.MethodGOST:
-		return cipher.NewNativeGOST(c.Method, c.Algorithm, c.Password)
-	}
-	return nil, fmt.Errorf("%w: decryption_method=%d (%s) is no method of nsca_fast's own", cipher.ErrMethod, c.Method, c.Algorithm)
+	return cipher.New(cipher.EngineNative, c.Method, c.Algorithm, c.Password)
 }
 
 // methodName is how nsca.cfg writes c's method.
