@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/emit/dialect"
 )
@@ -107,7 +108,7 @@ var options = []option{
 		kind: integer(func(c *Config) *int { return &c.DecryptionMode }, 0, 1, ""),
 		doc: "0: a fresh libmcrypt instance per connection, as stock. 1: one keyed instance per decrypt " +
 			"goroutine, re-aimed at each connection's IV (faster)."},
-	{name: "decryption_engine", def: EngineLibmcrypt, origin: originNew,
+	{name: "decryption_engine", def: cipher.DefaultEngine, origin: originNew,
 		kind: text(func(c *Config) *string { return &c.DecryptionEngine }, validEngine),
 		doc: "What decrypts decryption_method 2 and up: libmcrypt (through cgo, as stock), native (Go and " +
 			"AES-NI, for 2 des, 3 tripledes and 14 rijndael-128, refusing any other method) or auto (native " +
@@ -471,7 +472,7 @@ func parseMethod(s string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("is neither a method number nor a method name; use one of %s", methodChoices())
 	}
-	if m, ok := MethodByNumber(n); ok && m.Native {
+	if m, ok := MethodByNumber(n); ok && m.Own {
 		return 0, fmt.Errorf("is not a decryption method; write its name, %s", m.Name)
 	}
 	return n, nil
@@ -485,19 +486,11 @@ func formatMethod(n int) string {
 	return strconv.Itoa(n)
 }
 
-// Values of decryption_engine.
-const (
-	EngineLibmcrypt = "libmcrypt"
-	EngineNative    = "native"
-	EngineAuto      = "auto"
-)
-
 func validEngine(s string) error {
-	switch s {
-	case EngineLibmcrypt, EngineNative, EngineAuto:
+	if cipher.IsEngine(s) {
 		return nil
 	}
-	return fmt.Errorf("is not a decryption engine; use %s, %s or %s", EngineLibmcrypt, EngineNative, EngineAuto)
+	return fmt.Errorf("is not a decryption engine; use %s, %s or %s", cipher.EngineLibmcrypt, cipher.EngineNative, cipher.EngineAuto)
 }
 
 // Bounds of payload_length, the wire format's (see codec.MaxPayloadLength).

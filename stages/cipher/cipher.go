@@ -15,7 +15,7 @@ const (
 	// self-test passes, libmcrypt otherwise.
 	EngineAuto = "auto"
 	// DefaultEngine is what decryption_engine is unless set.
-	DefaultEngine = EngineAuto
+	DefaultEngine = EngineLibmcrypt
 )
 
 // IsEngine says whether name is one of the engine names.
