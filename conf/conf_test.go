@@ -38,7 +38,7 @@ func TestDefault(t *testing.T) {
 		LogFacility:            "daemon",
 		DecryptionMode:         1,
 		MaxChecksPerConnection: 5000,
-		DecryptionEngine:       "libmcrypt",
+		DecryptionEngine:       "auto",
 		PayloadLengths:         []int{512, 4096},
 		ConnectionTimeout:      10,
 		StatsInterval:          5,

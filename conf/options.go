@@ -110,11 +110,11 @@ var options = []option{
 			"goroutine, re-aimed at each connection's IV (faster)."},
 	{name: "decryption_engine", def: cipher.DefaultEngine, origin: originNew,
 		kind: text(func(c *Config) *string { return &c.DecryptionEngine }, validEngine),
-		doc: "What decrypts decryption_method 2 and up: libmcrypt (through cgo, as stock), native (Go and " +
-			"AES-NI, for 2 des, 3 tripledes and 14 rijndael-128, refusing any other method) or auto (native " +
-			"where there is one, libmcrypt otherwise). At every start the native engine must decrypt exactly " +
-			"what libmcrypt encrypts: native refuses to start otherwise, auto falls back to libmcrypt. A build " +
-			"without libmcrypt (CGO_ENABLED=0) serves 0, 1 and the native methods only."},
+		doc: "What decrypts decryption_method 2 and up: auto (native where there is a native engine and its " +
+			"start-up self-test against libmcrypt passes, libmcrypt otherwise), native (Go and AES-NI, for 2 des, " +
+			"3 tripledes and 14 rijndael-128, refusing any other method and a failed self-test) or libmcrypt " +
+			"(through cgo, as stock). The start-up line says which engine serves and why. A build without " +
+			"libmcrypt (CGO_ENABLED=0) serves 0, 1 and the native methods only."},
 	{name: "nsca_workers", def: "0", origin: originNscaFast,
 		kind: integer(func(c *Config) *int { return &c.Workers }, 0, 100, ""),
 		doc:  "Worker processes sharing the port with SO_REUSEPORT, 0..100. 0: serve in the main process."},

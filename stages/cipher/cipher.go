@@ -15,7 +15,7 @@ const (
 	// self-test passes, libmcrypt otherwise.
 	EngineAuto = "auto"
 	// DefaultEngine is what decryption_engine is unless set.
-	DefaultEngine = EngineLibmcrypt
+	DefaultEngine = EngineAuto
 )
 
 // IsEngine says whether name is one of the engine names.
@@ -145,7 +145,12 @@ func New(engine string, method int, algorithm string, password []byte) (Engine, 
 	}
 }
 
+// methodLabel is how nsca.cfg writes a method: stock's number, or the name
+// of one of this project's own, whose numbers are internal.
 func methodLabel(method int, algorithm string) string {
+	if method >= firstOwnMethod {
+		return "decryption_method=" + algorithm
+	}
 	return fmt.Sprintf("decryption_method=%d (%s)", method, algorithm)
 }
 
