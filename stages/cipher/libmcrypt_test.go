@@ -36,13 +36,21 @@ func sendNSCA(t testing.TB, r *rand.Rand, algorithm string, keySize int, passwor
 	return ct
 }
 
-// reference is the libmcrypt algorithm and key size that encrypt what e
-// decrypts.
+// reference is the libmcrypt algorithm and key size (0: the largest, as
+// NSCA keys stock's methods) that encrypt what e decrypts.
 func reference(e Engine) (algorithm string, keySize int) {
 	if ne, ok := e.(*nativeEngine); ok {
-		return ne.spec.ref, ne.spec.keySize
+		return ne.spec.ref, refKeySize(ne.spec)
 	}
-	return e.Algorithm(), e.KeySize()
+	return e.Algorithm(), 0
+}
+
+// refKeySize is the key size sendNSCA keys libmcrypt with for s's clients.
+func refKeySize(s nativeSpec) int {
+	if s.own() {
+		return s.keySize
+	}
+	return 0
 }
 
 // checkAgainstLibmcrypt encrypts streams with libmcrypt and decrypts them
@@ -167,7 +175,7 @@ func FuzzMatchesLibmcrypt(f *testing.F) {
 			t.Fatal(err)
 		}
 		plain := randBytes(r, size*3)
-		ct := sendNSCA(t, r, s.ref, s.keySize, password, fullIV, plain, size)
+		ct := sendNSCA(t, r, s.ref, refKeySize(s), password, fullIV, plain, size)
 		k, _ := e.NewKey()
 		defer k.Close()
 		if got := decryptSplit(r, e, k, fullIV, ct); !bytes.Equal(got, plain) {
@@ -255,6 +263,16 @@ func TestSelfTest(t *testing.T) {
 			}
 		}
 	})
+	// A row for a stock method keyed with fewer bytes than NSCA keys
+	// libmcrypt with would decrypt no client: it must not pass by a
+	// comparison at its own key size.
+	e, err := makeNative(nativeSpec{14, "rijndael-128", 16, 16, newAESBulk, "rijndael-128"}, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := SelfTest(e); err != nil || !rep.Skipped || !strings.Contains(rep.Why, "keys with 32 bytes") {
+		t.Errorf("SelfTest(rijndael-128 keyed with 16 bytes) = %v, %v; want skipped, naming libmcrypt's key size", rep, err)
+	}
 }
 
 // faultyKey is a deliberately wrong engine: it flips one bit of the

@@ -69,8 +69,12 @@ func SelfTest(e Engine) (SelfTestReport, error) {
 		return SelfTestReport{Skipped: true, Why: fmt.Sprintf("%s not compared with libmcrypt, which cannot open it: %v", label, err)}, nil
 	}
 	defer ref.Close()
-	if ref.KeySize() < ne.spec.keySize || ref.IVSize() != ne.spec.blockSize {
-		return SelfTestReport{Skipped: true, Why: fmt.Sprintf("%s not compared with libmcrypt: libmcrypt %s keys with at most %d bytes and a %d-byte register, this engine with %d and %d",
+	// NSCA keys stock's methods with libmcrypt's largest key size; only
+	// this project's own methods take a smaller one (aes128 is rijndael-128
+	// keyed with 16 bytes).
+	keyOK := ref.KeySize() == ne.spec.keySize || ne.spec.own() && ref.KeySize() > ne.spec.keySize
+	if !keyOK || ref.IVSize() != ne.spec.blockSize {
+		return SelfTestReport{Skipped: true, Why: fmt.Sprintf("%s not compared with libmcrypt: libmcrypt %s keys with %d bytes and a %d-byte register, this engine with %d and %d",
 			label, ne.spec.ref, ref.KeySize(), ref.IVSize(), ne.spec.keySize, ne.spec.blockSize)}, nil
 	}
 
