@@ -8,8 +8,10 @@ import (
 	"nsca_fast/conf"
 )
 
-// Check refuses, before anything serves, what the pipeline could
-// not run with: a cipher libmcrypt cannot open.
+// Check refuses, before anything serves, what the pipeline could not run
+// with: a method no engine can serve as decryption_engine asks (one
+// libmcrypt cannot open, or whose native engine is missing or fails its
+// self-test under decryption_engine=native).
 func Check(cfg *conf.Config) error {
 	_, err := CipherOf(cfg)
 	return err
