@@ -156,9 +156,11 @@ func TestEngineRefusals(t *testing.T) {
 		}{
 			{daemonBin(), Config{"decryption_method": "14", "decryption_engine": "auto"}, "decryption_method=14 (rijndael-128) is served by native (decryption_engine=auto): self-test passed"},
 			{daemonBin(), Config{"decryption_method": "8", "decryption_engine": "auto"}, "decryption_method=8 (blowfish) is served by libmcrypt (decryption_engine=auto)"},
-			{daemonBin(), Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by libmcrypt (decryption_engine=libmcrypt)"},
+			{daemonBin(), Config{"decryption_method": "3", "decryption_engine": "libmcrypt"}, "decryption_method=3 (tripledes) is served by libmcrypt (decryption_engine=libmcrypt)"},
+			{daemonBin(), Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=auto): self-test passed"},
 			{daemonBin(), Config{"decryption_method": "aes128"}, "decryption_method=aes128 (aes128) is served by native"},
-			{nocgo, Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=libmcrypt): self-test skipped"},
+			{nocgo, Config{"decryption_method": "3", "decryption_engine": "libmcrypt"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=libmcrypt): self-test skipped"},
+			{nocgo, Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=auto): self-test skipped"},
 		} {
 			cfg := merge(Config{"command_file": commandFile(t, t.TempDir()), "password": shortPassword}, c.cfg)
 			path := filepath.Join(t.TempDir(), "nsca.cfg")

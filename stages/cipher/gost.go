@@ -92,12 +92,3 @@ func newGOSTBulk(key []byte) (bulk, error) {
 	}
 	return &blockBulk{b: g, bs: 8}, nil
 }
-
-// NewNativeGOST returns a native engine for GOST 28147-89 as Crypto++ (and so
-// NSClient++'s "gost") has it, in NSCA's 8-bit CFB: key = password truncated
-// or zero-padded to 32 bytes, register = first 8 bytes of the IV, running on
-// across packets. method and algorithm only label the engine. libmcrypt has
-// no such cipher, so SelfTest skips it; the tests check it against Crypto++.
-func NewNativeGOST(method int, algorithm string, password []byte) (Engine, error) {
-	return makeNative(nativeSpec{method, algorithm, 32, 8, newGOSTBulk, ""}, password)
-}

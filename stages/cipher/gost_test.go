@@ -42,7 +42,7 @@ func TestGOSTMatchesCryptopp(t *testing.T) {
 	if got := refCFB8(g, iv[:8], msg, false); !bytes.Equal(got, ct) {
 		t.Fatalf("CFB-8 reference encryption: got %x, Crypto++ %x", got, ct)
 	}
-	e, err := NewNativeGOST(23, "gost", key)
+	e, err := New(EngineNative, MethodGOST, "gost", key)
 	if err != nil {
 		t.Fatal(err)
 	}
