@@ -261,10 +261,13 @@ func (s *Spool) publish(tmp string) (string, error) {
 func (s *Spool) Close() error { return nil }
 
 // Dump appends command lines to alternate_dump_file, creating it if needed,
-// where stock puts results while the command file is missing.
+// where stock puts results while the command file is missing. It keeps the
+// file open, and opens the path again once it names another file (log
+// rotation) or Reopen asks.
 type Dump struct {
 	Path  string
 	fd    int
+	held  heldFile
 	lines lineBuf
 	lossy *atomic.Uint64
 }
@@ -286,22 +289,16 @@ func (d *Dump) Name() string { return "dump_file" }
 // reports the lines that are in the file whole and cuts off a partial one,
 // so counters match the file and no line is glued to the next.
 func (d *Dump) Write(items []Item) (int, error) {
-	if d.fd < 0 {
-		fd, err := unix.Open(d.Path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o666)
-		if err != nil {
-			return 0, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
-		}
-		d.fd = fd
+	fd, err := d.lock()
+	if err != nil {
+		return 0, err
+	}
+	if fd >= 0 {
+		defer unix.Flock(fd, unix.LOCK_UN)
 	}
 	d.lines.reset()
 	for _, it := range items {
 		d.lines.add(it)
-	}
-	// Several writers append to one dump file (the fallback and the overflow
-	// of one process, and every worker process): the lock keeps anyone from
-	// appending between a short write and the cut of its partial line.
-	if err := unix.Flock(d.fd, unix.LOCK_EX); err == nil {
-		defer unix.Flock(d.fd, unix.LOCK_UN)
 	}
 	n, err := writeLines(d.fd, &d.lines)
 	countLossy(d.lossy, d.lines.lossyIn(n))
@@ -309,6 +306,41 @@ func (d *Dump) Write(items []Item) (int, error) {
 		return n, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
 	}
 	return n, nil
+}
+
+// lock opens the file the path names now and locks it, returning the
+// descriptor to unlock (-1 when flock failed: the lines are written all the
+// same). Several writers append to one dump file (the fallback and the
+// overflow of one process, and every worker process): the lock keeps anyone
+// from appending between a short write and the cut of its partial line.
+// The path is checked under the lock, so that once a rotation has renamed
+// the file and then taken its lock (the shipped logrotate snippet does,
+// before compressing it), nothing is written to it any more.
+func (d *Dump) lock() (int, error) {
+	for tries := 0; ; tries++ {
+		if d.fd < 0 {
+			d.held.opening()
+			fd, err := unix.Open(d.Path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o666)
+			if err != nil {
+				return -1, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
+			}
+			d.fd = fd
+			d.held.opened(fd)
+		}
+		locked := unix.Flock(d.fd, unix.LOCK_EX) == nil
+		// A file just opened that is stale already is being rotated again:
+		// the lines go to it rather than round this loop for ever.
+		if tries > 0 || !d.held.stale(d.Path) {
+			if !locked {
+				return -1, nil
+			}
+			return d.fd, nil
+		}
+		if locked {
+			unix.Flock(d.fd, unix.LOCK_UN)
+		}
+		d.Close()
+	}
 }
 
 // Close closes the dump file.
