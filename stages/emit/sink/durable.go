@@ -144,7 +144,7 @@ func (d *Durable) logNotOpen(err error) {
 		}
 		return
 	}
-	glog.Warningf("%s: durable queue %s cannot be used: %v; serving without it: what %s does not take goes to its fallback (counted in fell_back) until the queue opens, tried again every %v to %v",
+	glog.Warningf("%s: durable queue %s cannot be used: %v; serving without it: what %s does not take goes to its fallback (counted in fell_back; without one, dropped and logged) until the queue opens, tried again every %v to %v",
 		d.name, d.cfg.Dir, err, d.name, reopenEvery, reopenMaxWait)
 }
 
