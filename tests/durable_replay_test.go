@@ -139,3 +139,23 @@ func TestDurableReplayQueue(t *testing.T) {
 		t.Errorf("a second --replay of the removed queue succeeded:\n%s", out)
 	}
 }
+
+// TestDumpTornTailAtStart: a dump file left ending in a partial line (a
+// write that kill -9, the OOM killer or a power loss cut short) has it cut
+// off, with a log line, before the daemon appends to it again: otherwise
+// the next result is glued to it, and the core or --replay reads the two as
+// one result, the first one's output followed by the second's line.
+func TestDumpTornTailAtStart(t *testing.T) {
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "nsca.dump")
+	const whole = "[1762153445] PROCESS_SERVICE_CHECK_RESULT;torn-host;svc;0;before the crash\n"
+	writeFile(t, dump, whole+"[1762153446] PROCESS_SERVICE_CHECK_RESULT;torn-host;svc;2;cut sh", 0o644)
+	d := startDaemon(t, relCfg(Config{"command_file": makeFIFO(t, dir), "alternate_dump_file": dump}))
+	cl := Client{Password: relPassword, Method: 1}
+	cl.send(t, d.Port, "torn-host\tsvc\t0\tafter the restart\n", 1)
+	lines := waitFileLines(t, dump, 2)
+	if len(lines) != 2 || lines[0]+"\n" != whole || !regexp.MustCompile(`^\[\d+\] PROCESS_SERVICE_CHECK_RESULT;torn-host;svc;0;after the restart$`).MatchString(lines[1]) {
+		t.Errorf("the dump file holds %q; want the whole line from before the crash and the new result", lines)
+	}
+	d.waitLog(regexp.MustCompile(`alternate dump file \S+: cut off a partial last line \(\d+ bytes at offset \d+`), 10*time.Second)
+}

@@ -99,3 +99,37 @@ func TestCommandFileKeptOpenFollowsRotation(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpCutsTornTail: a dump file that ends in a partial line (a write a
+// crash cut short) has it cut off at the first write after opening, so the
+// next line is not glued to it; a file that ends whole is left as it is.
+func TestDumpCutsTornTail(t *testing.T) {
+	const whole = "[1762153445] PROCESS_SERVICE_CHECK_RESULT;h;s;0;whole\n"
+	for _, c := range []struct{ name, before, kept string }{
+		{"torn", whole + "[1762153446] PROCESS_SERVICE_CHECK_RESULT;h;s;0;cut sh", whole},
+		{"only a torn line", "[1762153446] PROCESS_SERV", ""},
+		{"whole", whole, whole},
+		{"empty", "", ""},
+		// No newline within tornLook: ended, not cut.
+		{"long torn line", whole + strings.Repeat("x", tornLook+1), whole + strings.Repeat("x", tornLook+1) + "\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "nsca.dump")
+			if err := os.WriteFile(path, []byte(c.before), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d := NewDump(path)
+			defer d.Close()
+			for _, out := range []string{"next", "after"} {
+				if n, err := d.Write([]Item{item(1762153447, "h", "s", 0, out)}); n != 1 || err != nil {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+			}
+			b, _ := os.ReadFile(path)
+			want := c.kept + "[1762153447] PROCESS_SERVICE_CHECK_RESULT;h;s;0;next\n[1762153447] PROCESS_SERVICE_CHECK_RESULT;h;s;0;after\n"
+			if string(b) != want {
+				t.Errorf("the file holds\n%q\nwant\n%q", b, want)
+			}
+		})
+	}
+}
