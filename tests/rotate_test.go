@@ -148,14 +148,14 @@ func rotConfig(t *testing.T, dump, how string) string {
 
 // TestRotateDumpFile: the dump file is rotated five times by logrotate
 // while two worker processes append results to it: with mv (the daemon
-// creates the file again), with the shipped snippet (mv, then compress at
-// once, no delaycompress), and with copytruncate. Every result sent is in
+// creates the file again, or logrotate does), with the shipped snippet (mv,
+// then compress at once, no delaycompress), and with copytruncate. Every result sent is in
 // exactly one of the files, whole. copytruncate may lose what is written
 // between its copy and its truncation (logrotate's own caveat): that is
 // only reported, never a duplicate or a broken line.
 func TestRotateDumpFile(t *testing.T) {
 	needTool(t, rotLogrotate, "logrotate")
-	for _, how := range []string{"nocreate", "shipped", "copytruncate"} {
+	for _, how := range []string{"nocreate", "create 0644 root root", "shipped", "copytruncate"} {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
 			dump := filepath.Join(dir, "nsca.dump")
