@@ -70,7 +70,14 @@
 //	28 4  CRC-32C of bytes 0..28
 //
 // Segments with a lower id than the acknowledged one are deleted, by Ack
-// and by Open.
+// and by Open, and so is a segment no one appends to once the reader has
+// passed its end. They are deleted before the ack file is written: removing
+// a file needs no space, and a deleted segment cannot come again whether or
+// not the write succeeds. The ack file's blocks are allocated when the
+// queue opens (fallocate, keeping its size), so that rewriting a slot in
+// place needs no space either; until they are, Append stores nothing
+// (ENOSPC goes to the caller's fallback), as records stored then could not
+// be acknowledged durably.
 //
 // # Damage
 //

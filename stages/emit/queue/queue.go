@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors. Errors returned wrap one of them, or an error from the
@@ -185,7 +188,11 @@ type Queue struct {
 		closed bool
 		ackSeg uint64 // the position last persisted
 		ackOff int64
+		// ackDirty: the last write of the position failed.
+		ackDirty bool
 	}
+	// ackReserved: the ack file's blocks are allocated (reserveAck).
+	ackReserved atomic.Bool
 
 	mu       sync.Mutex // shared state
 	segs     []*segment // ascending ids
@@ -259,6 +266,7 @@ func Open(dir string, opt Options) (*Queue, error) {
 		q.corruptB += int64(n)
 	}
 	q.r.ackN = ack.counter
+	_ = q.reserveAck() // if the disk is full, Append tries again
 
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -275,7 +283,9 @@ func Open(dir string, opt Options) (*Queue, error) {
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
-		if (haveAck && id < ack.seg) || info.Size() == 0 {
+		// A segment wholly acknowledged (the ack at or past its end) is
+		// removed as those before it: its space comes back at once.
+		if (haveAck && (id < ack.seg || (id == ack.seg && ack.off >= info.Size()))) || info.Size() == 0 {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return nil, fmt.Errorf("queue: %w", err)
 			}
@@ -395,6 +405,11 @@ func (q *Queue) Append(recs ...[]byte) (int, error) {
 	}
 	if len(recs) == 0 {
 		return 0, nil
+	}
+	if err := q.reserveAck(); err != nil {
+		// Records stored now could not be acknowledged durably: after a
+		// restart they would come again. The caller's fallback takes them.
+		return 0, err
 	}
 	now := q.opt.Now().UnixNano()
 	q.mu.Lock()
@@ -517,6 +532,24 @@ func (q *Queue) roll() error {
 	return nil
 }
 
+// reserveAck allocates the ack file's blocks (fallocate, keeping its
+// size), so that writing a position never needs space: the first write of
+// a new, empty file is what ENOSPC would refuse, and every record
+// acknowledged since would come again after a restart. Once allocated, the
+// slots are rewritten in place. A file system without fallocate is left
+// as it is: there is nothing better to do.
+func (q *Queue) reserveAck() error {
+	if q.ackReserved.Load() {
+		return nil
+	}
+	err := unix.Fallocate(int(q.r.ack.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, ackFileSize)
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("queue: reserve space for %s: %w", q.r.ack.Name(), err)
+	}
+	q.ackReserved.Store(true)
+	return nil
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -564,9 +597,14 @@ func (q *Queue) Close() error {
 	}
 	q.w.closed, q.r.closed = true, true
 	var err error
+	if q.r.ackDirty {
+		err = q.writeAck()
+	}
 	if q.opt.Fsync != FsyncNever {
 		if q.w.f != nil {
-			err = q.w.f.Sync()
+			if serr := q.w.f.Sync(); err == nil {
+				err = serr
+			}
 		}
 		if serr := q.r.ack.Sync(); err == nil {
 			err = serr

@@ -94,21 +94,17 @@ func (q *Queue) readPos() (uint64, int64) {
 
 // persistAck writes the acknowledged position, the start of the oldest
 // pending record or else the read position, to the ack file, and deletes
-// the segments before it.
+// the segments before it. The segments go first: removing a file needs no
+// space, so on a full file system it frees what the ack file may need, and
+// a segment removed never comes again whether or not the write succeeds.
 func (q *Queue) persistAck() error {
 	seg, off := q.readPos()
 	if q.r.ph < len(q.r.recs) {
 		p := q.r.pos[q.r.ph]
 		seg, off = p.seg, p.start
 	}
-	if seg == q.r.ackSeg && off == q.r.ackOff {
+	if seg == q.r.ackSeg && off == q.r.ackOff && !q.r.ackDirty {
 		return nil
-	}
-	q.r.ackN++
-	encodeAck(&q.r.ackBuf, ackPos{counter: q.r.ackN, seg: seg, off: off})
-	_, err := q.r.ack.WriteAt(q.r.ackBuf[:], int64(q.r.ackN%2)*ackSlotSize)
-	if err == nil && q.opt.Fsync == FsyncAlways {
-		err = q.r.ack.Sync()
 	}
 	q.r.ackSeg, q.r.ackOff = seg, off
 	var gone []*segment
@@ -120,16 +116,35 @@ func (q *Queue) persistAck() error {
 		q.segs = q.segs[1:]
 	}
 	q.mu.Unlock()
+	var err error
 	for _, s := range gone {
 		delete(q.r.known, s.id)
 		if rerr := os.Remove(filepath.Join(q.dir, segName(s.id))); rerr != nil && !os.IsNotExist(rerr) && err == nil {
 			err = rerr
 		}
 	}
+	if werr := q.writeAck(); err == nil {
+		err = werr
+	}
 	if err != nil {
 		return fmt.Errorf("queue: ack: %w", err)
 	}
 	return nil
+}
+
+// writeAck writes the reader's acknowledged position to the ack file
+// (synced under FsyncAlways). After a failure the position is written
+// again by the next persistAck or Close, even if it did not move.
+func (q *Queue) writeAck() error {
+	_ = q.reserveAck() // the write may succeed all the same
+	q.r.ackN++
+	encodeAck(&q.r.ackBuf, ackPos{counter: q.r.ackN, seg: q.r.ackSeg, off: q.r.ackOff})
+	_, err := q.r.ack.WriteAt(q.r.ackBuf[:], int64(q.r.ackN%2)*ackSlotSize)
+	if err == nil && q.opt.Fsync == FsyncAlways {
+		err = q.r.ack.Sync()
+	}
+	q.r.ackDirty = err != nil
+	return err
 }
 
 // fill reads records until n are pending or nothing more is published.
@@ -158,6 +173,14 @@ func (q *Queue) fill(n int) error {
 		}
 		q.mu.Unlock()
 		if cur == nil || (q.r.sc != nil && q.r.sc.off >= size) {
+			if cur != nil && sealed && next == nil {
+				// Past the end of a segment no one appends to: move on to
+				// the id the writer will use next, so that persistAck
+				// removes it and its space comes back now, not when the
+				// writer starts another (on a full disk, never).
+				q.moveTo(cur.id + 1)
+				return nil
+			}
 			if next == nil || (cur != nil && !sealed) {
 				return nil // caught up
 			}
