@@ -105,6 +105,28 @@ type Options struct {
 	// Now is the clock for record timestamps and Stats.OldestAge; nil is
 	// time.Now.
 	Now func() time.Time
+	// OnDamage, when set, hears of each damaged region once, when Open
+	// or the reader finds it (from the goroutine of Open or of the
+	// reader), for the caller to log; and when the writer finds its
+	// segment file removed (from the writer's, not counted: the reader
+	// counts what it cost).
+	OnDamage func(Damage)
+}
+
+// Damage is one damaged region of a queue file, as Options.OnDamage
+// hears of it.
+type Damage struct {
+	// File is the path of the segment or ack file; Offset and Bytes
+	// locate the region in it.
+	File          string
+	Offset, Bytes int64
+	// Results is how many records the region cost, -1 when no one can
+	// tell: the records of a segment this Queue has read or written are
+	// known and missing ones are counted when the reader has passed the
+	// segment's end; those of damage found at Open are not.
+	Results int64
+	// Cause says what is wrong.
+	Cause string
 }
 
 // Record is one queued record, as Peek returns it.
@@ -137,9 +159,14 @@ type Stats struct {
 	// Corrupt counts damaged regions skipped since Open: each record
 	// whose checksum failed, each run of bytes without a valid record
 	// header (a torn tail counts once), each bad segment header or ack
-	// file. CorruptBytes is their size.
+	// file, each segment file removed or cut short under the queue.
+	// CorruptBytes is their size.
 	Corrupt      int64
 	CorruptBytes int64
+	// Lost counts the records those regions cost where known;
+	// LostUnknown the regions whose cost no one can tell (see
+	// Damage.Results).
+	Lost, LostUnknown int64
 	// Appended and Acked count records since Open.
 	Appended int64
 	Acked    int64
@@ -147,9 +174,10 @@ type Stats struct {
 
 // segment is one segment file. size and sealed are guarded by Queue.mu.
 type segment struct {
-	id     uint64
-	size   int64 // bytes readable: the end of the last whole record written
-	sealed bool  // no more appends
+	id      uint64
+	size    int64 // bytes readable: the end of the last whole record written
+	sealed  bool  // no more appends
+	records int64 // intact records in it, from where the reader starts: at Open's scan, and published since
 }
 
 // Queue is a durable FIFO queue of records in one directory. Append is
@@ -175,19 +203,26 @@ type Queue struct {
 
 	rmu sync.Mutex // the reader side
 	r   struct {
-		seg    uint64
-		sc     *scanner // over f, nil until the segment is opened
-		f      *os.File
-		recs   []Record
-		pos    []recPos // per recs entry
-		ph     int      // recs[ph:] are pending: read, not acknowledged
-		known  map[uint64]map[int64]bool
-		ack    *os.File
-		ackN   uint64
-		ackBuf [ackSlotSize]byte
-		closed bool
-		ackSeg uint64 // the position last persisted
-		ackOff int64
+		seg   uint64
+		sc    *scanner // over f, nil until the segment is opened
+		f     *os.File
+		recs  []Record
+		pos   []recPos // per recs entry
+		ph    int      // recs[ph:] are pending: read, not acknowledged
+		known map[uint64]map[int64]bool
+		// taken counts the records of segment seg read (or found
+		// damaged one by one); missing has the regions found in it whose
+		// cost is told once the reader is past its end (settle); gone:
+		// its file was not there to open.
+		taken   int64
+		missing []Damage
+		gone    bool
+		ack     *os.File
+		ackN    uint64
+		ackBuf  [ackSlotSize]byte
+		closed  bool
+		ackSeg  uint64 // the position last persisted
+		ackOff  int64
 		// ackDirty: the last write of the position failed.
 		ackDirty bool
 	}
@@ -203,6 +238,8 @@ type Queue struct {
 	head     int64 // append time of the oldest unacknowledged record
 	corrupt  int64
 	corruptB int64
+	lost     int64
+	lostUnk  int64
 	appended int64
 	acked    int64
 }
@@ -262,8 +299,8 @@ func Open(dir string, opt Options) (*Queue, error) {
 	}
 	ack, haveAck := bestAck(ab[:n])
 	if !haveAck && n > 0 {
-		q.corrupt++ // replay from the oldest segment
-		q.corruptB += int64(n)
+		// Replay from the oldest segment: duplicates, nothing lost.
+		q.report(Damage{File: q.r.ack.Name(), Bytes: int64(n), Cause: "no valid acknowledged position: delivering again from the oldest segment"}, 0)
 	}
 	q.r.ackN = ack.counter
 	_ = q.reserveAck() // if the disk is full, Append tries again
@@ -274,18 +311,28 @@ func Open(dir string, opt Options) (*Queue, error) {
 	}
 	var maxID uint64
 	for _, e := range entries {
+		if id, isSeg := parseSegName(e.Name()); isSeg && e.Type().IsRegular() {
+			maxID = max(maxID, id)
+		}
+	}
+	for _, e := range entries {
 		id, isSeg := parseSegName(e.Name())
 		if !isSeg || !e.Type().IsRegular() {
 			continue
 		}
-		maxID = max(maxID, id)
 		info, err := e.Info()
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
 		// A segment wholly acknowledged (the ack at or past its end) is
 		// removed as those before it: its space comes back at once.
-		if (haveAck && (id < ack.seg || (id == ack.seg && ack.off >= info.Size()))) || info.Size() == 0 {
+		acked := haveAck && (id < ack.seg || (id == ack.seg && ack.off >= info.Size()))
+		if !acked && info.Size() == 0 && id < maxID {
+			// Only the newest segment can be empty by a crash between
+			// its creation and its header: an older one was emptied.
+			q.report(Damage{File: filepath.Join(dir, e.Name()), Results: -1, Cause: "segment file emptied"}, 0)
+		}
+		if acked || info.Size() == 0 {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return nil, fmt.Errorf("queue: %w", err)
 			}
@@ -327,7 +374,13 @@ func (q *Queue) scanAll() error {
 		}
 		var hb [segHeaderSize]byte
 		if n, _ := f.ReadAt(hb[:], 0); !validSegHeader(hb[:n]) {
-			q.noteDamage(s.id, 0, min(s.size, segHeaderSize), true)
+			// The records behind a bad header are read all the same; a
+			// file shorter than a header has lost what it held.
+			lost := int64(0)
+			if s.size < segHeaderSize {
+				lost = -1
+			}
+			q.noteDamage(s.id, 0, min(s.size, segHeaderSize), true, lost, "bad segment header")
 		}
 		start := min(segHeaderSize, s.size)
 		if s.id == q.ackSeg {
@@ -344,13 +397,14 @@ func (q *Queue) scanAll() error {
 				break
 			}
 			if ev.kind == evDamage {
-				q.noteDamage(s.id, ev.start, ev.end-ev.start, true)
+				q.noteDamage(s.id, ev.start, ev.end-ev.start, true, ev.lost(), ev.cause())
 				continue
 			}
 			if q.records == 0 {
 				q.head = ev.time
 			}
 			q.records++
+			s.records++
 		}
 		buf = sc.buf
 		f.Close()
@@ -358,9 +412,11 @@ func (q *Queue) scanAll() error {
 	return nil
 }
 
-// noteDamage counts a damaged region once: at Open, or when the reader
-// finds damage that Open did not see.
-func (q *Queue) noteDamage(seg uint64, start, n int64, atOpen bool) {
+// noteDamage counts a damaged region of segment seg once: at Open, or
+// when the reader finds damage that Open did not see. lost is what it cost
+// (-1 unknown); found by the reader with lost unknown, it waits in
+// r.missing for settle to tell.
+func (q *Queue) noteDamage(seg uint64, start, n int64, atOpen bool, lost int64, cause string) {
 	m := q.r.known[seg]
 	if atOpen {
 		if m == nil {
@@ -371,10 +427,29 @@ func (q *Queue) noteDamage(seg uint64, start, n int64, atOpen bool) {
 	} else if m[start] {
 		return
 	}
+	d := Damage{File: filepath.Join(q.dir, segName(seg)), Offset: start, Bytes: n, Results: lost, Cause: cause}
+	if !atOpen && lost < 0 {
+		q.r.missing = append(q.r.missing, d)
+		return
+	}
+	q.report(d, lost)
+}
+
+// report counts a damaged region, and lost of the records it cost
+// (unknown if d.Results < 0), and passes it to Options.OnDamage.
+func (q *Queue) report(d Damage, lost int64) {
 	q.mu.Lock()
 	q.corrupt++
-	q.corruptB += n
+	q.corruptB += d.Bytes
+	if d.Results < 0 {
+		q.lostUnk++
+	} else {
+		q.lost += lost
+	}
 	q.mu.Unlock()
+	if q.opt.OnDamage != nil {
+		q.opt.OnDamage(d)
+	}
 }
 
 // unackedLocked is Stats.Bytes; q.mu is held.
@@ -430,6 +505,7 @@ func (q *Queue) Append(recs ...[]byte) (int, error) {
 		}
 		n++
 	}
+	q.checkRemoved()
 	for done := 0; done < n; {
 		if q.w.f == nil || (q.w.size > segHeaderSize && q.w.size+frameSize(recs[done]) > q.opt.SegmentBytes) {
 			if err := q.roll(); err != nil {
@@ -479,10 +555,32 @@ func (q *Queue) write(buf []byte) error {
 	return fmt.Errorf("queue: append to %s: %w", name, err)
 }
 
+// checkRemoved seals the current segment if its file was removed under
+// the queue (no link left), so that what comes next goes to a file that
+// exists; what the removed one held is the reader's to count (settle).
+func (q *Queue) checkRemoved() {
+	if q.w.f == nil {
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(q.w.f.Fd()), &st); err != nil || st.Nlink > 0 {
+		return
+	}
+	if q.opt.OnDamage != nil {
+		q.opt.OnDamage(Damage{File: q.w.f.Name(), Bytes: q.w.size, Results: 0, Cause: "segment file removed while appended to: appending to a new one; what the reader has not read of it is lost"})
+	}
+	q.w.f.Close()
+	q.w.f = nil
+	q.mu.Lock()
+	q.w.seg.sealed = true
+	q.mu.Unlock()
+}
+
 // publish makes records written and synced visible to the reader.
 func (q *Queue) publish(n int, bytes, now int64) {
 	q.mu.Lock()
 	q.w.seg.size = q.w.size
+	q.w.seg.records += int64(n)
 	q.disk += bytes
 	if q.records == 0 {
 		q.head = now
@@ -573,6 +671,8 @@ func (q *Queue) Stats() Stats {
 		Segments:     len(q.segs),
 		Corrupt:      q.corrupt,
 		CorruptBytes: q.corruptB,
+		Lost:         q.lost,
+		LostUnknown:  q.lostUnk,
 		Appended:     q.appended,
 		Acked:        q.acked,
 	}

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -172,7 +174,10 @@ func (q *Queue) fill(n int) error {
 			size, sealed = cur.size, cur.sealed
 		}
 		q.mu.Unlock()
-		if cur == nil || (q.r.sc != nil && q.r.sc.off >= size) {
+		if cur == nil || q.r.gone || (q.r.sc != nil && q.r.sc.off >= size) {
+			if cur != nil {
+				q.settle(cur)
+			}
 			if cur != nil && sealed && next == nil {
 				// Past the end of a segment no one appends to: move on to
 				// the id the writer will use next, so that persistAck
@@ -188,7 +193,10 @@ func (q *Queue) fill(n int) error {
 			continue
 		}
 		if q.r.sc == nil {
-			if err := q.openSegment(size); err != nil {
+			if err := q.openSegment(size); errors.Is(err, fs.ErrNotExist) {
+				q.r.gone = true
+				q.r.missing = append(q.r.missing, Damage{File: filepath.Join(q.dir, segName(q.r.seg)), Bytes: size, Results: -1, Cause: "segment file removed"})
+			} else if err != nil {
 				return err
 			}
 			continue
@@ -204,16 +212,22 @@ func (q *Queue) fill(n int) error {
 				break
 			}
 			if ev.kind == evDamage {
-				q.noteDamage(q.r.seg, ev.start, ev.end-ev.start, false)
+				if ev.badData && !q.r.known[q.r.seg][ev.start] {
+					q.r.taken++ // one of the records counted in the segment
+				}
+				q.noteDamage(q.r.seg, ev.start, ev.end-ev.start, false, ev.lost(), ev.cause())
 				continue
 			}
+			q.r.taken++
 			q.r.recs = append(q.r.recs, Record{Data: ev.data, Appended: time.Unix(0, ev.time)})
 			q.r.pos = append(q.r.pos, recPos{seg: q.r.seg, start: ev.start, end: ev.end})
 			// A record cut short by a shorter file than published: the
 			// scanner moved end; keep going with the next segment.
 		}
 		if sc.end < size {
-			sc.off = size // the file was cut while open: the rest is gone
+			// The file was cut while open: the rest is gone.
+			q.r.missing = append(q.r.missing, Damage{File: filepath.Join(q.dir, segName(q.r.seg)), Offset: sc.end, Bytes: size - sc.end, Results: -1, Cause: "segment file cut short"})
+			sc.off = size
 		}
 		if len(q.r.recs)-q.r.ph < n && sc.off >= size && !sealed {
 			return nil
@@ -228,6 +242,48 @@ func (q *Queue) moveTo(id uint64) {
 		q.r.f.Close()
 	}
 	q.r.f, q.r.sc, q.r.seg = nil, nil, id
+	q.r.taken, q.r.missing, q.r.gone = 0, nil, false
+}
+
+// settle tells what the damage the reader found in segment cur cost, now
+// that it has passed everything published in it: the records counted in
+// the segment (at Open, and appended since) that it did not read. With one
+// region found, that is its cost; with several, their sum is reported with
+// each. Records missing with no damage found (a file replaced) are a
+// region of their own at the end.
+func (q *Queue) settle(cur *segment) {
+	q.mu.Lock()
+	short := cur.records - q.r.taken
+	q.mu.Unlock()
+	if short <= 0 && len(q.r.missing) == 0 {
+		return
+	}
+	q.r.taken += max(short, 0)
+	short = max(short, 0)
+	regions := q.r.missing
+	q.r.missing = nil
+	if len(regions) == 0 {
+		if q.r.gone {
+			// More records went to the removed file after it was
+			// reported (the writer had not noticed yet).
+			q.mu.Lock()
+			q.lost += short
+			q.mu.Unlock()
+			return
+		}
+		regions = []Damage{{File: filepath.Join(q.dir, segName(cur.id)), Offset: cur.size, Cause: "records missing"}}
+	}
+	for i, d := range regions {
+		d.Results = short
+		if len(regions) > 1 {
+			d.Cause += fmt.Sprintf(" (%d regions of this segment lost these together)", len(regions))
+		}
+		if i == 0 {
+			q.report(d, short)
+		} else {
+			q.report(d, 0) // the sum is counted once
+		}
+	}
 }
 
 // openSegment opens the reader's segment and checks its header.
@@ -238,7 +294,7 @@ func (q *Queue) openSegment(size int64) error {
 	}
 	var hb [segHeaderSize]byte
 	if n, _ := f.ReadAt(hb[:], 0); !validSegHeader(hb[:n]) {
-		q.noteDamage(q.r.seg, 0, min(size, segHeaderSize), false)
+		q.noteDamage(q.r.seg, 0, min(size, segHeaderSize), false, -1, "bad segment header")
 	}
 	start := min(segHeaderSize, size)
 	if q.r.seg == q.r.ackSeg {

@@ -49,7 +49,7 @@ func (d *Durable) adopt(q *queue.Queue) {
 // adoptDir moves the results of the queue in dir into q and removes dir.
 // It reports whether dir is done with; false leaves it for the next try.
 func (d *Durable) adoptDir(q *queue.Queue, dir string) bool {
-	old, err := queue.Open(dir, queue.Options{MaxBytes: d.cfg.MaxBytes, Fsync: d.cfg.Fsync})
+	old, err := queue.Open(dir, d.queueOptions())
 	if err != nil {
 		if !errors.Is(err, queue.ErrLocked) && d.cfg.Log != nil {
 			d.cfg.Log.Warningf("durable-adopt:"+d.name, "%s: queue %s of a removed worker slot not open: %v", d.name, dir, err)
