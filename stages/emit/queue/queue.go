@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -696,6 +697,7 @@ func (q *Queue) Close() error {
 		return ErrClosed
 	}
 	q.w.closed, q.r.closed = true, true
+	q.reportRemoved()
 	var err error
 	if q.r.ackDirty {
 		err = q.writeAck()
@@ -718,6 +720,37 @@ func (q *Queue) Close() error {
 		return fmt.Errorf("queue: close: %w", err)
 	}
 	return nil
+}
+
+// reportRemoved counts, at Close, the records left unacknowledged in
+// segment files removed under the queue: the reader may still have been
+// delivering them from its open file, but no one can once it is closed.
+// Both sides' locks are held.
+func (q *Queue) reportRemoved() {
+	pending := map[uint64]int64{}
+	for _, p := range q.r.pos[q.r.ph:] {
+		pending[p.seg]++
+	}
+	q.mu.Lock()
+	segs := slices.Clone(q.segs)
+	q.mu.Unlock()
+	for _, s := range segs {
+		if _, err := os.Lstat(filepath.Join(q.dir, segName(s.id))); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		q.mu.Lock()
+		left := pending[s.id]
+		switch {
+		case s.id == q.r.seg:
+			left += s.records - q.r.taken
+		case s.id > q.r.seg:
+			left += s.records
+		}
+		q.mu.Unlock()
+		if left > 0 {
+			q.report(Damage{File: filepath.Join(q.dir, segName(s.id)), Bytes: s.size, Results: left, Cause: "segment file removed under the queue: what was not delivered of it is lost at close"}, left)
+		}
+	}
 }
 
 func (q *Queue) closeFiles() error {
