@@ -121,3 +121,109 @@ func fullDiskRounds(t *testing.T, segBytes int64) {
 		t.Fatalf("%d duplicates over 4 restarts", dups)
 	}
 }
+
+// fillFS takes every free byte of dir's file system with a file and
+// returns a function removing it.
+func fillFS(t *testing.T, dir string) (free func()) {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	for _, n := range []int{1024, 256, 64, 1} { // the last partial page
+		g, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		for {
+			if _, err := g.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+		g.Close()
+	}
+	return func() {
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFullDiskAtOpen: a queue opened with one page left on its file
+// system. That page must go to the ack file, not to a segment whose
+// records could then never be acknowledged durably: the queue stores
+// nothing (ENOSPC, for the fallback) until there is space, and nothing
+// comes twice.
+func TestFullDiskAtOpen(t *testing.T) {
+	root := tmpfs(t, "64k")
+	dir := filepath.Join(root, "q")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	free := fillFS(t, root)
+	filler := filepath.Join(root, "filler")
+	fi, err := os.Stat(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := int64(os.Getpagesize())
+	if err := os.Truncate(filler, (fi.Size()/page-1)*page); err != nil {
+		t.Fatal(err)
+	}
+	q := open(t, dir, Options{})
+	stored := fillUntilFull(t, q, 0)
+	wantRange(t, drainFull(t, q, 4), 0, stored)
+	q.Close()
+	q = open(t, dir, Options{})
+	defer q.Close()
+	if again := drainFull(t, q, 4); len(again) > 0 {
+		t.Fatalf("%d of the %d records stored came again after the restart", len(again), stored)
+	}
+	free()
+	appendN(t, q, 100, 3)
+	wantRange(t, drainFull(t, q, 2), 100, 103)
+}
+
+// TestFullDiskLegacyAck: a queue left with an empty ack file (as written
+// before the ack file was reserved) on a file system that is full: the
+// drained segment is removed before the position is written, so the write
+// finds space and nothing comes again after a restart.
+func TestFullDiskLegacyAck(t *testing.T) {
+	root := tmpfs(t, "128k")
+	dir := filepath.Join(root, "q")
+	q := open(t, dir, Options{})
+	appendN(t, q, 0, 100)
+	q.Close()
+	ack := filepath.Join(dir, ackName)
+	if err := os.Remove(ack); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ack, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	fillFS(t, root)
+	q = open(t, dir, Options{})
+	var got []int
+	for {
+		recs, _ := q.Peek(30)
+		if len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			got = append(got, recNum(t, r))
+		}
+		q.Ack(len(recs)) // fails until the segment is gone
+	}
+	wantRange(t, got, 0, 100)
+	q.Close()
+	q = open(t, dir, Options{})
+	defer q.Close()
+	if again := drainFull(t, q, 30); len(again) > 0 {
+		t.Fatalf("%d records delivered again after the restart", len(again))
+	}
+}

@@ -109,8 +109,8 @@ type Options struct {
 	// OnDamage, when set, hears of each damaged region once, when Open
 	// or the reader finds it (from the goroutine of Open or of the
 	// reader), for the caller to log; and when the writer finds its
-	// segment file removed (from the writer's, not counted: the reader
-	// counts what it cost).
+	// segment file removed (from the writer's, with Results unknown and
+	// not counted: the reader, or Close, counts what it cost).
 	OnDamage func(Damage)
 }
 
@@ -173,7 +173,8 @@ type Stats struct {
 	Acked    int64
 }
 
-// segment is one segment file. size and sealed are guarded by Queue.mu.
+// segment is one segment file. size, sealed and records are guarded by
+// Queue.mu once the Queue is open.
 type segment struct {
 	id      uint64
 	size    int64 // bytes readable: the end of the last whole record written
@@ -568,7 +569,9 @@ func (q *Queue) checkRemoved() {
 		return
 	}
 	if q.opt.OnDamage != nil {
-		q.opt.OnDamage(Damage{File: q.w.f.Name(), Bytes: q.w.size, Results: 0, Cause: "segment file removed while appended to: appending to a new one; what the reader has not read of it is lost"})
+		// Not counted: what it costs is told when the reader finds the
+		// file missing, or at Close.
+		q.opt.OnDamage(Damage{File: q.w.f.Name(), Bytes: q.w.size, Results: -1, Cause: "segment file removed while appended to: appending to a new one; what was not delivered of it is counted when it is lost"})
 	}
 	q.w.f.Close()
 	q.w.f = nil
@@ -642,7 +645,7 @@ func (q *Queue) reserveAck() error {
 		return nil
 	}
 	err := unix.Fallocate(int(q.r.ack.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, ackFileSize)
-	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 		return fmt.Errorf("queue: reserve space for %s: %w", q.r.ack.Name(), err)
 	}
 	q.ackReserved.Store(true)

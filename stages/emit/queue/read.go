@@ -168,15 +168,15 @@ func (q *Queue) fill(n int) error {
 				break
 			}
 		}
-		var size int64
+		var size, records int64
 		var sealed bool
 		if cur != nil {
-			size, sealed = cur.size, cur.sealed
+			size, sealed, records = cur.size, cur.sealed, cur.records
 		}
 		q.mu.Unlock()
 		if cur == nil || q.r.gone || (q.r.sc != nil && q.r.sc.off >= size) {
 			if cur != nil {
-				q.settle(cur)
+				q.settle(cur, records)
 			}
 			if cur != nil && sealed && next == nil {
 				// Past the end of a segment no one appends to: move on to
@@ -246,15 +246,14 @@ func (q *Queue) moveTo(id uint64) {
 }
 
 // settle tells what the damage the reader found in segment cur cost, now
-// that it has passed everything published in it: the records counted in
-// the segment (at Open, and appended since) that it did not read. With one
-// region found, that is its cost; with several, their sum is reported with
-// each. Records missing with no damage found (a file replaced) are a
-// region of their own at the end.
-func (q *Queue) settle(cur *segment) {
-	q.mu.Lock()
-	short := cur.records - q.r.taken
-	q.mu.Unlock()
+// that it has passed everything published in it: of the records counted
+// in the segment (at Open, and appended since; records, read with the size
+// the reader has passed), those it did not read. With one region found,
+// that is its cost; with several, their sum is reported with each.
+// Records missing with no damage found (a file replaced) are a region of
+// their own at the end.
+func (q *Queue) settle(cur *segment, records int64) {
+	short := records - q.r.taken
 	if short <= 0 && len(q.r.missing) == 0 {
 		return
 	}
