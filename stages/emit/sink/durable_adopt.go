@@ -94,8 +94,12 @@ func (d *Durable) moveRecords(q, old *queue.Queue) (moved, left int64, err error
 		}
 		n, aerr := q.Append(data...)
 		if n > 0 {
+			// An acknowledgement that could not be written (a full disk)
+			// does not stop the move: old has let the records go, and
+			// stopping would reopen it at the written position and move
+			// them twice. Emptied segments are removed all the same.
 			if err := old.Ack(n); err != nil {
-				return moved + int64(n), old.Stats().Records, err
+				glog.Errorf("%s: %v", d.name, err)
 			}
 			moved += int64(n)
 		}
