@@ -77,7 +77,9 @@
 // queue opens (fallocate, keeping its size), so that rewriting a slot in
 // place needs no space either; until they are, Append stores nothing
 // (ENOSPC goes to the caller's fallback), as records stored then could not
-// be acknowledged durably.
+// be acknowledged durably. (On a copy-on-write file system a rewrite needs
+// new blocks all the same; there the removal of segments is what frees
+// space first.)
 //
 // # Damage
 //
