@@ -176,7 +176,7 @@ func (q *Queue) fill(n int) error {
 		q.mu.Unlock()
 		if cur == nil || q.r.gone || (q.r.sc != nil && q.r.sc.off >= size) {
 			if cur != nil {
-				q.settle(cur, records)
+				q.settle(cur.id, size, records)
 			}
 			if cur != nil && sealed && next == nil {
 				// Past the end of a segment no one appends to: move on to
@@ -245,14 +245,14 @@ func (q *Queue) moveTo(id uint64) {
 	q.r.taken, q.r.missing, q.r.gone = 0, nil, false
 }
 
-// settle tells what the damage the reader found in segment cur cost, now
-// that it has passed everything published in it: of the records counted
-// in the segment (at Open, and appended since; records, read with the size
-// the reader has passed), those it did not read. With one region found,
+// settle tells what the damage the reader found in segment id cost, now
+// that it has passed everything published in it (size): of the records
+// counted in the segment (at Open, and appended since; records, read with
+// size), those it did not read. With one region found,
 // that is its cost; with several, their sum is reported with each.
 // Records missing with no damage found (a file replaced) are a region of
 // their own at the end.
-func (q *Queue) settle(cur *segment, records int64) {
+func (q *Queue) settle(id uint64, size, records int64) {
 	short := records - q.r.taken
 	if short <= 0 && len(q.r.missing) == 0 {
 		return
@@ -270,7 +270,7 @@ func (q *Queue) settle(cur *segment, records int64) {
 			q.mu.Unlock()
 			return
 		}
-		regions = []Damage{{File: filepath.Join(q.dir, segName(cur.id)), Offset: cur.size, Cause: "records missing"}}
+		regions = []Damage{{File: filepath.Join(q.dir, segName(id)), Offset: size, Cause: "records missing"}}
 	}
 	for i, d := range regions {
 		d.Results = short
