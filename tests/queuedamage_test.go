@@ -92,18 +92,23 @@ func TestQueueDamageReported(t *testing.T) {
 	d.Stop()
 	dups, missing, _ := g.check("dq-dmg", map[string]int{"svc": 310})
 	t.Logf("delivered: %d missing of 310 (300 damaged), %d duplicates", missing, dups)
-	var cut, removed []string
+	var cut, removed, noticed []string
 	for _, m := range damageRe.FindAllStringSubmatch(log, -1) {
 		t.Logf("logged: %s", m[0])
 		switch {
 		case m[2] == "0" && m[5] == "unknown" && strings.Contains(m[4], "header"):
 			cut = append(cut, m[0])
+		case strings.Contains(m[4], "removed while appended to") && m[5] == "unknown":
+			noticed = append(noticed, m[0])
 		case strings.Contains(m[4], "removed") && m[5] == "100":
 			removed = append(removed, m[0])
 		}
 	}
 	if len(cut) != 1 {
 		t.Errorf("the cut header: %d lines (want 1) with offset 0 and results lost unknown", len(cut))
+	}
+	if len(noticed) != 1 {
+		t.Errorf("the removal noticed by the writer: %d lines (want 1)", len(noticed))
 	}
 	if len(removed) != 1 {
 		t.Errorf("the removed segment: %d lines (want 1) saying 100 results lost", len(removed))

@@ -120,7 +120,7 @@ func TestWriterSegmentRemoved(t *testing.T) {
 		t.Errorf("stats %+v: want 10 lost", st)
 	}
 	ds := log.all()
-	if len(ds) != 2 || !strings.Contains(ds[0].Cause, "appended to") || ds[1].Results != 10 {
+	if len(ds) != 2 || !strings.Contains(ds[0].Cause, "appended to") || ds[0].Results != -1 || ds[1].Results != 10 {
 		t.Errorf("reported %+v", ds)
 	}
 }

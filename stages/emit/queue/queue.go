@@ -571,7 +571,7 @@ func (q *Queue) checkRemoved() {
 	if q.opt.OnDamage != nil {
 		// Not counted: what it costs is told when the reader finds the
 		// file missing, or at Close.
-		q.opt.OnDamage(Damage{File: q.w.f.Name(), Bytes: q.w.size, Results: -1, Cause: "segment file removed while appended to: appending to a new one; what was not delivered of it is counted when it is lost"})
+		q.opt.OnDamage(Damage{File: q.w.f.Name(), Bytes: q.w.size, Results: -1, Cause: "segment file removed while appended to, appending to a new one (what was not delivered of it is counted when it is lost)"})
 	}
 	q.w.f.Close()
 	q.w.f = nil
