@@ -118,7 +118,7 @@ func NewDurable(inner Sink, cfg DurableConfig) (*Durable, error) {
 // open opens the queue and starts the drainer; d.mu is held or d is not
 // shared yet.
 func (d *Durable) open() error {
-	q, err := queue.Open(d.cfg.Dir, queue.Options{MaxBytes: d.cfg.MaxBytes, Fsync: d.cfg.Fsync})
+	q, err := queue.Open(d.cfg.Dir, d.queueOptions())
 	if err != nil {
 		return fmt.Errorf("sink: %s: %w", d.name, err)
 	}
@@ -146,6 +146,22 @@ func (d *Durable) logNotOpen(err error) {
 	}
 	glog.Warningf("%s: durable queue %s cannot be used: %v; serving without it: what %s does not take goes to its fallback (counted in fell_back; without one, dropped and logged) until the queue opens, tried again every %v to %v",
 		d.name, d.cfg.Dir, err, d.name, reopenEvery, reopenMaxWait)
+}
+
+// queueOptions are the options of this sink's queues: its own and those
+// it takes over.
+func (d *Durable) queueOptions() queue.Options {
+	return queue.Options{MaxBytes: d.cfg.MaxBytes, Fsync: d.cfg.Fsync, OnDamage: d.logDamage}
+}
+
+// logDamage logs a damaged region of a queue, once (the queue reports
+// each once), with what it cost.
+func (d *Durable) logDamage(dm queue.Damage) {
+	lost := "unknown"
+	if dm.Results >= 0 {
+		lost = fmt.Sprint(dm.Results)
+	}
+	glog.Warningf("%s: durable queue damaged: %s at offset %d (%d bytes): %s; results lost: %s", d.name, dm.File, dm.Offset, dm.Bytes, dm.Cause, lost)
 }
 
 // awaitQueue tries to open the queue that did not open at start (why),
@@ -380,11 +396,14 @@ func (d *Durable) Stats() counters.DurableQueue {
 	d.mu.Lock()
 	q := d.q
 	d.mu.Unlock()
-	st := counters.DurableQueue{Replayed: d.replayed.Load(), Corrupt: d.corrupt.Load()}
+	// A record that did not decode is one result lost.
+	st := counters.DurableQueue{Replayed: d.replayed.Load(), Corrupt: d.corrupt.Load(), Lost: d.corrupt.Load()}
 	if q != nil {
 		qs := q.Stats()
 		st.Results, st.Bytes, st.OldestSeconds = qs.Records, qs.Bytes, qs.OldestAge.Seconds()
 		st.Corrupt += uint64(qs.Corrupt)
+		st.Lost += uint64(qs.Lost)
+		st.LostUnknown = uint64(qs.LostUnknown)
 	}
 	return st
 }
