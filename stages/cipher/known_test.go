@@ -1,0 +1,52 @@
+package cipher
+
+import (
+	"bytes"
+	"encoding/hex"
+	"testing"
+)
+
+// libmcryptCFB8 are ciphertexts printed by libmcrypt 2.5.8 (Debian's
+// libmcrypt4) in "cfb" mode, as NSCA opens it: key[i] = 7i+1 (32 bytes),
+// iv[i] = 3i, message[i] = i (100 bytes). They check the native engines of
+// the ciphers the standard library lacks without cgo too.
+var libmcryptCFB8 = map[int]string{
+	15: "2cd122a92ad020a2cd09cca492ee457ae20f6452cb2ad8c310e91b6e464355f164438c71c696fd0ec0961f2500d11660cf8950f49c72b06f71e9416a010c3f56b469a9b4ce04ff026479ceffbc68a998318ad48f4e278f7093ba51e90a77ab0f9251250d",
+	16: "e45ccdb43526f5dfb5962113287928d327b3270f8b11365ea508176f056d19125a2b938c68521038c1b49f5fc208d4415868f6430b34ff5cf352b13f01f26699a31a45f247a8d8dcd5347586a2e8f6c04aa2ea6214f21ebb8601b299e53539c9c57f9d84",
+}
+
+func TestKnownAnswers(t *testing.T) {
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(7*i + 1)
+	}
+	iv := make([]byte, 128)
+	for i := range iv {
+		iv[i] = byte(3 * i)
+	}
+	msg := make([]byte, 100)
+	for i := range msg {
+		msg[i] = byte(i)
+	}
+	for method, want := range libmcryptCFB8 {
+		s, ok := nativeFor(method)
+		if !ok {
+			t.Errorf("method %d has no native engine", method)
+			continue
+		}
+		ct, _ := hex.DecodeString(want)
+		e, err := New(EngineNative, method, s.algorithm, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := e.NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newRand("known " + s.algorithm)
+		if got := decryptSplit(r, e, k, iv, ct); !bytes.Equal(got, msg) {
+			t.Errorf("native %s decrypted libmcrypt's %s to %x, want %x", s.algorithm, want, got, msg)
+		}
+		k.Close()
+	}
+}
