@@ -55,6 +55,7 @@ var natives = []nativeSpec{
 	{15, "rijndael-192", 32, 24, newRijndaelBulk(6), "rijndael-192"},
 	{16, "rijndael-256", 32, 32, newRijndaelBulk(8), "rijndael-256"},
 	{23, "gost", 32, 8, newGOSTBulk(gostLibmcrypt), "gost"},
+	{26, "saferplus", 32, 16, newSaferBulk, "saferplus"},
 	{MethodAES128, "aes128", 16, 16, newAESBulk, "rijndael-128"},
 	{MethodAES192, "aes192", 24, 16, newAESBulk, "rijndael-128"},
 	{MethodGOST, "gost", 32, 8, newGOSTBulk(gostCryptopp), ""},
