@@ -70,42 +70,35 @@ func newLokiKey(k uint64) lokiKey {
 	}}
 }
 
-// lokiP1 is KP, E, the first S-box layer and P: the 64-bit input of the
-// last layer.
-func lokiP1(a uint64, k *lokiKey) uint64 {
-	al, ar := uint32(a>>32), uint32(a)
-	hi := al&^k.lo | ar&k.lo
-	lo := ar&^k.lo | al&k.lo
-	x := uint64(hi)<<32 | uint64(lo)
-	return lokiP[lokiS1[(x>>56|x<<8)&0x1fff]] |
-		lokiP[lokiS2[x>>48&0x7ff]]<<1 |
-		lokiP[lokiS1[x>>40&0x1fff]]<<2 |
-		lokiP[lokiS2[x>>32&0x7ff]]<<3 |
-		lokiP[lokiS2[x>>24&0x7ff]]<<4 |
-		lokiP[lokiS1[x>>16&0x1fff]]<<5 |
-		lokiP[lokiS2[x>>8&0x7ff]]<<6 |
-		lokiP[lokiS1[x&0x1fff]]<<7
-}
-
-// lokiF is the round function f(a, k).
-func lokiF(a uint64, k *lokiKey) uint64 {
-	p := lokiP1(a, k)
+// lokiF is the round function f(a[j], k) of four inputs, in one loop so
+// that the four overlap: each round waits for the one before, so one block
+// alone would leave the CPU idle between its table lookups.
+func lokiF(a *[4]uint64, k *lokiKey) (f [4]uint64) {
 	sb := &k.sb
-	return uint64(lokiS1[p&0xff|uint64(sb[0])]) |
-		uint64(lokiS1[p>>8&0xff|uint64(sb[1])])<<8 |
-		uint64(lokiS2[p>>16&0xff|uint64(sb[2])])<<16 |
-		uint64(lokiS2[p>>24&0xff|uint64(sb[3])])<<24 |
-		uint64(lokiS1[p>>32&0xff|uint64(sb[4])])<<32 |
-		uint64(lokiS1[p>>40&0xff|uint64(sb[5])])<<40 |
-		uint64(lokiS2[p>>48&0xff|uint64(sb[6])])<<48 |
-		uint64(lokiS2[p>>56|uint64(sb[7])])<<56
-}
-
-// lokiF4 is byte 4 of f(a, k) (bits 32..39), all the last round needs:
-// the first output byte is that byte of R16.
-func lokiF4(a uint64, k *lokiKey) byte {
-	p := lokiP1(a, k)
-	return lokiS1[p>>32&0xff|uint64(k.sb[4])]
+	for j, x := range a {
+		// KP: swap the halves' bits where the key's low half has ones.
+		al, ar := uint32(x>>32), uint32(x)
+		x = uint64(al&^k.lo|ar&k.lo)<<32 | uint64(ar&^k.lo|al&k.lo)
+		// E, the first S-box layer and P.
+		p := lokiP[lokiS1[(x>>56|x<<8)&0x1fff]] |
+			lokiP[lokiS2[x>>48&0x7ff]]<<1 |
+			lokiP[lokiS1[x>>40&0x1fff]]<<2 |
+			lokiP[lokiS2[x>>32&0x7ff]]<<3 |
+			lokiP[lokiS2[x>>24&0x7ff]]<<4 |
+			lokiP[lokiS1[x>>16&0x1fff]]<<5 |
+			lokiP[lokiS2[x>>8&0x7ff]]<<6 |
+			lokiP[lokiS1[x&0x1fff]]<<7
+		// The last layer, the key's high half on top of each S-box input.
+		f[j] = uint64(lokiS1[(p&0xff|uint64(sb[0]))&0x1fff]) |
+			uint64(lokiS1[(p>>8&0xff|uint64(sb[1]))&0x1fff])<<8 |
+			uint64(lokiS2[(p>>16&0xff|uint64(sb[2]))&0x7ff])<<16 |
+			uint64(lokiS2[(p>>24&0xff|uint64(sb[3]))&0x7ff])<<24 |
+			uint64(lokiS1[(p>>32&0xff|uint64(sb[4]))&0x1fff])<<32 |
+			uint64(lokiS1[(p>>40&0xff|uint64(sb[5]))&0x1fff])<<40 |
+			uint64(lokiS2[(p>>48&0xff|uint64(sb[6]))&0x7ff])<<48 |
+			uint64(lokiS2[(p>>56|uint64(sb[7]))&0x7ff])<<56
+	}
+	return f
 }
 
 // lokiRound is one round's three subkeys: R is added to with a before f,
@@ -135,7 +128,8 @@ func newLokiBulk(key []byte) (bulk, error) {
 	var sk [48]uint64
 	for i := range sk {
 		fk := newLokiKey(k2)
-		k1, k2, k3, k4 = k4^lokiF(k1+k3+lokiDelta*uint64(i+1), &fk), k1, k2, k3
+		f := lokiF(&[4]uint64{k1 + k3 + lokiDelta*uint64(i+1)}, &fk)
+		k1, k2, k3, k4 = k4^f[0], k1, k2, k3
 		sk[i] = k1
 	}
 	l := &lokiBulk{}
@@ -148,39 +142,34 @@ func newLokiBulk(key []byte) (bulk, error) {
 
 func (l *lokiBulk) wipe() { *l = lokiBulk{} }
 
-// first is the first byte of block in encrypted.
-func (l *lokiBulk) first(in []byte) byte {
-	in = in[:16]
-	left, right := lokiWord(in), lokiWord(in[8:])
-	for i := range 15 {
-		k := &l.r[i]
-		t := right + k.a
-		left, right = t+k.b, left^lokiF(t, &k.f)
-	}
-	k := &l.r[15]
-	return byte(left>>32) ^ lokiF4(right+k.a, &k.f)
-}
-
-// four is first for the blocks w[0:16], ..., w[3:19], their rounds side by
-// side: each round waits for the one before, so one block alone would leave
-// the CPU idle between its table lookups.
+// four returns the first bytes of the four blocks w[0:16], ..., w[3:19]
+// encrypted.
 func (l *lokiBulk) four(w []byte) (byte, byte, byte, byte) {
 	w = w[:19]
-	l0, r0 := lokiWord(w[0:]), lokiWord(w[8:])
-	l1, r1 := lokiWord(w[1:]), lokiWord(w[9:])
-	l2, r2 := lokiWord(w[2:]), lokiWord(w[10:])
-	l3, r3 := lokiWord(w[3:]), lokiWord(w[11:])
+	var left, right [4]uint64
+	for j := range 4 {
+		left[j], right[j] = lokiWord(w[j:]), lokiWord(w[j+8:])
+	}
 	for i := range 15 {
 		k := &l.r[i]
-		t0, t1, t2, t3 := r0+k.a, r1+k.a, r2+k.a, r3+k.a
-		l0, r0 = t0+k.b, l0^lokiF(t0, &k.f)
-		l1, r1 = t1+k.b, l1^lokiF(t1, &k.f)
-		l2, r2 = t2+k.b, l2^lokiF(t2, &k.f)
-		l3, r3 = t3+k.b, l3^lokiF(t3, &k.f)
+		var t [4]uint64
+		for j := range 4 {
+			t[j] = right[j] + k.a
+		}
+		f := lokiF(&t, &k.f)
+		for j := range 4 {
+			left[j], right[j] = t[j]+k.b, left[j]^f[j]
+		}
 	}
+	// The first output byte is byte 4 of R16 (its high half's low byte),
+	// which round 16's b never reaches.
 	k := &l.r[15]
-	return byte(l0>>32) ^ lokiF4(r0+k.a, &k.f), byte(l1>>32) ^ lokiF4(r1+k.a, &k.f),
-		byte(l2>>32) ^ lokiF4(r2+k.a, &k.f), byte(l3>>32) ^ lokiF4(r3+k.a, &k.f)
+	var t [4]uint64
+	for j := range 4 {
+		t[j] = right[j] + k.a
+	}
+	f := lokiF(&t, &k.f)
+	return byte((left[0] ^ f[0]) >> 32), byte((left[1] ^ f[1]) >> 32), byte((left[2] ^ f[2]) >> 32), byte((left[3] ^ f[3]) >> 32)
 }
 
 func (l *lokiBulk) tail(buf []byte) {
@@ -193,7 +182,15 @@ func (l *lokiBulk) tail(buf []byte) {
 		buf[p+2] ^= k2
 		buf[p+3] ^= k3
 	}
-	for ; i > 16; i-- {
-		buf[i-1] ^= l.first(buf[i-17 : i-1])
+	if n := i - 16; n > 0 {
+		// Positions 16..i-1 from a copy: four reads 19 bytes, and the
+		// blocks past i are thrown away.
+		var w [19]byte
+		copy(w[:], buf[:i])
+		var ks [4]byte
+		ks[0], ks[1], ks[2], ks[3] = l.four(w[:])
+		for j := range n {
+			buf[16+j] ^= ks[j]
+		}
 	}
 }
