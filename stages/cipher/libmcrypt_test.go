@@ -153,6 +153,10 @@ func FuzzMatchesLibmcrypt(f *testing.F) {
 	f.Add(uint8(14), []byte(""), []byte("iv"), uint64(1), false)
 	f.Add(uint8(2), []byte("password"), []byte{}, uint64(2), true)
 	f.Add(uint8(3), bytes.Repeat([]byte("x"), 200), bytes.Repeat([]byte{0xff}, 128), uint64(3), false)
+	for i := range natives { // each method in both packet sizes from the seeds alone
+		f.Add(uint8(i), bytes.Repeat([]byte("p"), 37*i%201), []byte{byte(i)}, uint64(i), false)
+		f.Add(uint8(i), bytes.Repeat([]byte("q"), (37*i+100)%201), []byte{byte(i)}, uint64(i), true)
+	}
 	f.Fuzz(func(t *testing.T, which uint8, password, iv []byte, seed uint64, legacy bool) {
 		if len(password) > 200 {
 			password = password[:200]
