@@ -22,6 +22,7 @@ var (
 	ErrStale         = errors.New("stages: stale packet")
 	ErrTooManyChecks = errors.New("stages: too many checks on one connection")
 	ErrSpoofed       = errors.New("stages: host name does not resolve to the peer address")
+	ErrUnmatched     = errors.New("stages: no secret this client may use decrypts its packet")
 )
 
 // ValidateConfig are the validate stage's settings.
@@ -99,6 +100,9 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		v.reject(c, reason, err)
 		return sink.Item{}, false
 	}
+	if c.checks == 1 && c.sec != nil && c.sec.matches != nil {
+		c.sec.matches.Add(1)
+	}
 	r := codec.Decode(p.Data)
 	if v.cfg.StrictSpoofing && !v.hostMatchesPeer(r.Host, c) {
 		// Stock drops the check but keeps the connection.
@@ -128,6 +132,9 @@ func (v *validator) verify(p Packet, now time.Time) (string, error) {
 			return counters.DropBadCRC, err
 		}
 		return counters.DropBadVersion, err
+	}
+	if c.unmatched {
+		return counters.DropBadCRC, ErrUnmatched
 	}
 	if v.cfg.MaxPacketAge > 0 {
 		ts := int64(codec.TimestampOf(p.Data))
