@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/cipher"
 )
 
@@ -96,6 +98,12 @@ type Secret struct {
 	Method   Method
 	// Choice is what decrypts, chosen once per method and password.
 	Choice cipher.Choice
+	// Networks are where clients may connect from with it; nil: anywhere.
+	Networks []netip.Prefix
+	// Rights is the identity whose rights its results need: the
+	// identity's own, or for the server's secrets the "*" block; nil:
+	// every result is allowed.
+	Rights *identities.Identity
 }
 
 // prepared is a Config's secrets, read and chosen at the first call of
@@ -107,11 +115,14 @@ type prepared struct {
 }
 
 // Secrets returns every secret clients may use, in the order they are
-// tried: for each method of decryption_method, password (unless
-// password_file is set and no password line is), then each password of
-// password_file. Files are read and engines chosen (cipher.Choose, a
-// self-test each) at the first call; the result is kept with this Config,
-// so a reload reads them again.
+// tried among those that serve one network: the identities of
+// identities_file in file order, then for each method of
+// decryption_method password (unless password_file is set and no password
+// line is) and each password of password_file. With identities_file the
+// server's own secrets are only included when password or password_file
+// is set. Files are read and engines chosen (cipher.Choose, a self-test
+// each) at the first call; the result is kept with this Config, so a
+// reload reads them again.
 func (c *Config) Secrets() ([]Secret, error) {
 	p := &c.cipher.secrets
 	p.once.Do(func() { p.secrets, p.err = c.readSecrets() })
@@ -125,6 +136,22 @@ type passwordSource struct {
 }
 
 func (c *Config) readSecrets() ([]Secret, error) {
+	choices := choiceCache{engine: c.DecryptionEngine}
+	if ch, err := c.Cipher(); err == nil {
+		// The start-up check has made this choice already.
+		choices.keep(c.Method(), []byte(c.Password), ch)
+	}
+	out, fallback, err := c.identitySecrets(&choices)
+	if err != nil {
+		return nil, err
+	}
+	if c.IdentitiesFile != "" && c.PasswordFile == "" && c.Lines["password"] == 0 {
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%w: %s: identities_file=%s has no identity with a password, and neither password nor password_file is set: no client could connect",
+				ErrSecrets, c.where("identities_file"), show(c.IdentitiesFile))
+		}
+		return out, nil
+	}
 	var pws []passwordSource
 	if c.PasswordFile == "" || c.Lines["password"] > 0 {
 		pws = append(pws, passwordSource{"password", []byte(c.Password)})
@@ -134,22 +161,61 @@ func (c *Config) readSecrets() ([]Secret, error) {
 		return nil, err
 	}
 	pws = append(pws, file...)
-	choices := choiceCache{engine: c.DecryptionEngine}
-	if ch, err := c.Cipher(); err == nil {
-		// The start-up check has made this choice already.
-		choices.keep(c.Method(), []byte(c.Password), ch)
-	}
-	var out []Secret
 	for _, m := range c.Methods() {
 		for _, pw := range pws {
 			ch, err := choices.choose(m, pw.password)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s: %s with decryption_method=%s: %w", ErrSecrets, c.where("decryption_method"), pw.name, NameOf(m), err)
 			}
-			out = append(out, Secret{Name: pw.name + "/" + NameOf(m), Password: pw.password, Method: m, Choice: ch})
+			out = append(out, Secret{Name: pw.name + "/" + NameOf(m), Password: pw.password, Method: m, Choice: ch, Rights: fallback})
 		}
 	}
 	return out, nil
+}
+
+// identitySecrets reads identities_file: a secret for each identity with
+// a password, with its method or each of the server's, and the "*" block,
+// whose rights the server's own secrets get.
+func (c *Config) identitySecrets(choices *choiceCache) (out []Secret, fallback *identities.Identity, err error) {
+	if c.IdentitiesFile == "" {
+		return nil, nil, nil
+	}
+	f, err := identities.Load(c.IdentitiesFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: identities_file=%s: %w", ErrSecrets, c.where("identities_file"), show(c.IdentitiesFile), err)
+	}
+	for _, id := range f.Identities {
+		if id.Name == identities.Fallback {
+			fallback = id
+		}
+		if !id.HasPassword {
+			continue
+		}
+		methods := c.Methods()
+		if id.Method != "" {
+			n, err := parseMethod(id.Method)
+			if err == nil {
+				err = validMethod(n)
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %s: authorize %q: decryption_method=%s %v", ErrSecrets, id.Where, id.Name, show(id.Method), err)
+			}
+			m, _ := MethodByNumber(n)
+			methods = []Method{m}
+		}
+		for _, m := range methods {
+			ch, err := choices.choose(m, []byte(id.Password))
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %s: authorize %q with decryption_method=%s: %w", ErrSecrets, id.Where, id.Name, NameOf(m), err)
+			}
+			name := id.Name
+			if len(methods) > 1 {
+				name += "/" + NameOf(m)
+			}
+			out = append(out, Secret{Name: name, Password: []byte(id.Password), Method: m, Choice: ch, Networks: id.Networks, Rights: id})
+		}
+	}
+	return out, fallback, nil
 }
 
 // readPasswordFile reads password_file: one password per line, verbatim

@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
@@ -54,6 +56,11 @@ type Candidate struct {
 	Method   int
 	Engine   cipher.Engine // as CipherConfig.Engine
 	Password []byte
+	// Networks are where a client may connect from with it; nil: anywhere.
+	Networks []netip.Prefix
+	// Rights refuses the results its identity may not submit; nil allows
+	// every result.
+	Rights *identities.Identity
 }
 
 // candidates are c's secrets: Candidates, or the one of Method, Engine and
@@ -96,11 +103,15 @@ func callsC(e cipher.Engine) bool { return e != nil && e.Kind() == cipher.Engine
 type decrypter struct {
 	cfg   CipherConfig
 	cands []keyed // the secrets, in the order they are tried
-	// scratch holds a trial's plaintext (see trial); nil with one secret.
-	scratch []byte
-	sizes   []int // accepted packet sizes, ascending
-	stats   *counters.Stats
-	log     *counters.RateLog
+	// scratch holds a trial's plaintext (see trial), order the candidates
+	// that may serve a connection, most specific first, and rank their
+	// specificity; nil with one secret for every address.
+	scratch     []byte
+	order, rank []int
+	nobody      keyed // serves a connection no candidate may serve, to be refused
+	sizes       []int // accepted packet sizes, ascending
+	stats       *counters.Stats
+	log         *counters.RateLog
 }
 
 // keyed is a Candidate ready to decrypt in one decrypt goroutine.
@@ -111,8 +122,9 @@ type keyed struct {
 	// decryption_mode 1, and for trials.
 	shared cipher.Key
 	callsC bool // the engine is libmcrypt's: every Decrypt is a cgo call
-	// matches counts the connections whose first packet it decrypted.
-	matches *atomic.Uint64
+	// matches counts the connections whose first packet it decrypted;
+	// refused the results refused for want of Rights.
+	matches, refused *atomic.Uint64
 }
 
 // decryptAt decrypts buf, at offset within a packet, continuing the stream
@@ -157,14 +169,18 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
 	cands := cfg.candidates()
 	d := &decrypter{cfg: cfg, stats: stats, log: log, sizes: cfg.packetSizes(), cands: make([]keyed, len(cands))}
-	if len(cands) > 1 {
+	if len(cands) > 1 || cands[0].Networks != nil {
 		d.scratch = make([]byte, d.sizes[len(d.sizes)-1])
+		d.order, d.rank = make([]int, 0, len(cands)), make([]int, len(cands))
 	}
 	for i, c := range cands {
 		k := &d.cands[i]
 		k.Candidate, k.xor, k.callsC = c, codec.NewXORKey(c.Password), callsC(c.Engine)
 		if c.Name != "" {
 			k.matches = stats.SecretMatches(c.Name)
+		}
+		if c.Rights != nil {
+			k.refused = stats.IdentityRefused(c.Rights.Name)
 		}
 		if c.Engine != nil && (!cfg.PerConnection || len(cands) > 1) {
 			key, err := c.Engine.NewKey()
@@ -224,12 +240,10 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 		return
 	}
 	if c.sec == nil {
-		if len(d.cands) > 1 {
-			if buf = d.choose(ctx, c, buf, out); len(buf) == 0 {
-				return
-			}
-		} else {
+		if d.order == nil {
 			c.sec = &d.cands[0]
+		} else if buf = d.choose(ctx, c, buf, out); len(buf) == 0 {
+			return
 		}
 	}
 	d.feedDecided(ctx, c, buf, out)

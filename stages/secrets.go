@@ -5,17 +5,22 @@ import (
 	"encoding/binary"
 	"time"
 
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 )
 
 // The candidate search: with several secrets (decryption_method lists
-// several methods, password_file several passwords), a connection's first
-// packet decides which one the connection uses. The first packet is
-// gathered undecrypted in the connection's packet buffer, and at each
-// accepted size it is tried with every candidate (trial); the rest of the
-// connection is decrypted with the candidate that matched, as with a
-// single secret. With one secret none of this runs.
+// several methods, password_file several passwords, identities_file
+// identities), a connection's first packet decides which one the
+// connection uses. Only the candidates whose networks hold the client's
+// address (the PROXY header's, when there is one) are tried, most
+// specific network first; when one is left it serves as a single secret
+// does, and when none is, the connection is refused. Otherwise the first
+// packet is gathered undecrypted in the connection's packet buffer, and at
+// each accepted size it is tried with every candidate (trial); the rest of
+// the connection is decrypted with the candidate that matched, as with a
+// single secret. With one secret for every address none of this runs.
 
 // versionBytes is what a trial decrypts before it tells a wrong secret:
 // the packet_version field, 3 in every packet. A wrong secret passes it
@@ -34,6 +39,15 @@ const versionBytes = 2
 func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) []byte {
 	largest := d.sizes[len(d.sizes)-1]
 	if c.cur == nil {
+		d.rankFor(c)
+		switch len(d.order) {
+		case 0:
+			c.sec, c.unmatched = &d.nobody, true
+			return buf
+		case 1:
+			c.sec = &d.cands[d.order[0]]
+			return buf
+		}
 		c.cur = getPacketBuf(largest)
 	}
 	for len(buf) > 0 {
@@ -71,7 +85,8 @@ func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, out chan<- 
 func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, st cipher.State, hopeless bool) {
 	pt := d.scratch[:len(raw)]
 	hopeless = true
-	for i := range d.cands {
+	d.rankFor(c)
+	for _, i := range d.order {
 		k := &d.cands[i]
 		if k.Engine != nil {
 			st.Start(k.Engine, c.IV[:])
@@ -111,12 +126,33 @@ func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, st cipher.St
 }
 
 // unmatched hands c, whose first bytes no candidate decrypts, to the first
-// candidate, which decrypts and frames them as a single secret would, so
-// that validation refuses the packet with that secret's reason.
+// candidate tried, which decrypts and frames them as a single secret
+// would, so that validation refuses the packet with that secret's reason.
 func (d *decrypter) unmatched(ctx context.Context, c *Conn, out chan<- Packet) {
-	c.sec, c.unmatched = &d.cands[0], true
+	c.sec, c.unmatched = &d.cands[d.order[0]], true
 	raw := c.cur[:c.curN]
 	c.cur, c.curN = nil, 0
 	d.feedDecided(ctx, c, raw, out)
 	putBuf(raw)
+}
+
+// rankFor sets d.order to the candidates that may serve c's address, most
+// specific network first and in configuration order among equals.
+func (d *decrypter) rankFor(c *Conn) {
+	addr := c.Peer.Addr()
+	d.order = d.order[:0]
+	for i := range d.cands {
+		r := identities.Specificity(d.cands[i].Networks, addr)
+		d.rank[i] = r
+		if r < 0 {
+			continue
+		}
+		// Insertion keeps it stable, and allocates nothing.
+		j := len(d.order)
+		d.order = append(d.order, i)
+		for ; j > 0 && d.rank[d.order[j-1]] < r; j-- {
+			d.order[j] = d.order[j-1]
+		}
+		d.order[j] = i
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 
 	"nsca_fast/stages/cipher"
@@ -172,5 +173,41 @@ func BenchmarkFirstPacket(b *testing.B) {
 				putBuf(p.Data)
 			}
 		})
+	}
+}
+
+// TestDecryptNetworks: only the candidates whose networks hold the
+// client's address are tried, the most specific first; with none, the
+// connection is unmatched whatever it sends.
+func TestDecryptNetworks(t *testing.T) {
+	x := testSecret{14, "rijndael-128", "x-password"}
+	cands := candidatesFor(t, []testSecret{x, x, {1, "xor", "y-password"}})
+	cands[0].Name, cands[0].Networks = "wide", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	cands[1].Name, cands[1].Networks = "narrow", []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}
+	cands[2].Name, cands[2].Networks = "other", []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}
+	d, _ := newTestDecrypter(t, CipherConfig{Candidates: cands, PayloadLengths: []int{4096}})
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, c := range []struct {
+		from, want string
+		unmatched  bool
+	}{{"10.1.2.3", "narrow", false}, {"10.2.0.1", "wide", false}, {"172.16.0.1", "", true}, {"192.168.1.1", "other", false}} {
+		conn := &Conn{ID: 1, Peer: netip.AddrPortFrom(netip.MustParseAddr(c.from), 4000), reader: &reader{}}
+		ct := clientStream(t, x, conn.IV[:], randomPackets(rng, 1, codec.Size, "n"))
+		out := make(chan Packet, 4)
+		buf := getBuf(chunkSize)[:0]
+		d.feed(context.Background(), conn, append(buf, ct...), out)
+		close(out)
+		name := ""
+		if conn.sec != nil {
+			name = conn.sec.Name
+		}
+		if name != c.want || conn.unmatched != c.unmatched {
+			t.Errorf("from %s: secret %q unmatched %v, want %q %v", c.from, name, conn.unmatched, c.want, c.unmatched)
+		}
+		for p := range out {
+			if c.want == "other" && p.Data != nil && codec.Check(p.Data) == nil {
+				t.Errorf("from %s: the only candidate, with another password, decrypted a valid packet", c.from)
+			}
+		}
 	}
 }

@@ -94,3 +94,89 @@ func TestRotation(t *testing.T) {
 	d.Stop()
 	assertSeqs(t, commandsIn(t, cmd, lo, hi), hosts, per)
 }
+
+// TestIdentities: identities with their own passwords, methods, networks
+// and rights beside the server's own password, whose clients get the
+// rights of the "*" block. Allowed results are written, the others refused
+// (never written, the connection kept), counted per identity and logged;
+// an identity is only tried for the networks it lists, the most specific
+// first.
+func TestIdentities(t *testing.T) {
+	dir := t.TempDir()
+	ids := filepath.Join(dir, "identities.cfg")
+	writeFile(t, ids, `# nsca-ng syntax, with networks and decryption_method of ours
+authorize "web" {
+	password = "web-secret"
+	hosts = "web[0-9]+"
+	services = { "disk@web[0-9]+", "load" }
+	networks = { "127.0.0.0/8" }
+	decryption_method = 14
+}
+authorize "outside" { password = "outside-secret"; services = ".*"; networks = "10.99.0.0/16" }
+authorize "wide" { password = "same-secret"; services = ".*"; networks = "127.0.0.0/8" }
+authorize "narrow" { password = "same-secret"; services = "narrow_.*"; networks = "127.0.0.1" }
+include("fallback.cfg")
+`, 0o600)
+	writeFile(t, filepath.Join(dir, "fallback.cfg"), `authorize "*" { services = "ping" }`+"\n", 0o600)
+	metrics := identMetrics(t)
+	cmd := commandFile(t, dir)
+	d := startDaemon(t, Config{"command_file": cmd, "append_to_file": "1", "password": "shared-secret",
+		"decryption_method": "1", "identities_file": ids, "metrics_address": metrics})
+	lo := now()
+	web := Client{Password: "web-secret", Method: 14}
+	web.send(t, d.Port, "web1\tdisk\t0\tdisk ok\x17web7\tload\t1\tload high\x17db1\tdb_x\t0\tnot web's\x17web2\t0\tup\x17", 4)
+	same := Client{Password: "same-secret", Method: 1}
+	same.send(t, d.Port, "h\tnarrow_a\t0\tnarrow's\x17h\tother\t0\twide's, but narrow is more specific\x17", 2)
+	shared := Client{Password: "shared-secret", Method: 1}
+	shared.send(t, d.Port, "h\tping\t0\tpong\x17h\tdisk\t0\tnot the fallback's\x17", 2)
+	Client{Password: "outside-secret", Method: 1}.sendRejected(t, d.Port, "h\tping\t0\tfrom outside its networks\n")
+	want := []string{
+		"PROCESS_SERVICE_CHECK_RESULT;web1;disk;0;disk ok",
+		"PROCESS_SERVICE_CHECK_RESULT;web7;load;1;load high",
+		"PROCESS_HOST_CHECK_RESULT;web2;0;up",
+		"PROCESS_SERVICE_CHECK_RESULT;h;narrow_a;0;narrow's",
+		"PROCESS_SERVICE_CHECK_RESULT;h;ping;0;pong",
+	}
+	waitFileLines(t, cmd, len(want))
+	for id, n := range map[string]float64{"web": 1, "narrow": 1, "*": 1} {
+		name := fmt.Sprintf(`nsca_identity_refused_total{identity=%q}`, id)
+		if got := identWaitMetric(t, metrics, name, n); got != n {
+			t.Errorf("%s = %v, want %v", name, got, n)
+		}
+	}
+	m, _ := relScrape(metrics)
+	if got := m[`nsca_results_dropped_total{reason="unauthorized"}`]; got != 3 {
+		t.Errorf("dropped as unauthorized: %v, want 3", got)
+	}
+	if got := m[`nsca_identity_refused_total{identity="wide"}`]; got != 0 {
+		t.Errorf("wide refused %v results: it should never have been tried before narrow", got)
+	}
+	for secret, n := range map[string]float64{"web": 1, "narrow": 1, "password/1": 1} {
+		name := fmt.Sprintf(`nsca_secret_matches_total{secret=%q}`, secret)
+		if m[name] != n {
+			t.Errorf("%s = %v, want %v", name, m[name], n)
+		}
+	}
+	if got := m[`nsca_secret_matches_total{secret="outside"}`]; got != 0 {
+		t.Errorf("the identity for 10.99.0.0/16 matched a client from 127.0.0.1")
+	}
+	hi := now()
+	d.Stop()
+	assertLines(t, commandsIn(t, cmd, lo, hi), want)
+	if !strings.Contains(d.Stderr(), `identity "web" (`+ids+`:2) may not submit results for host "db1" service "db_x"`) {
+		t.Errorf("the refusal of web's result for db1 was not logged with the identity and its place")
+	}
+}
+
+// TestIdentitiesBadFile: a mistake in the identities file stops the
+// daemon with the file, the line and the reason.
+func TestIdentitiesBadFile(t *testing.T) {
+	dir := t.TempDir()
+	ids := filepath.Join(dir, "identities.cfg")
+	writeFile(t, ids, "authorize \"a\" {\n password = \"x\"\n hosts = \"[\"\n}\n", 0o600)
+	cmd := commandFile(t, dir)
+	_, code, out := runDaemonExpectFailure(t, fmt.Sprintf("command_file=%s\nidentities_file=%s\n", cmd, ids))
+	if code == 0 || !strings.Contains(out, ids+":1: hosts pattern \"[\"") {
+		t.Errorf("exit %d, output:\n%s\nwant a failure naming %s:1 and the pattern", code, out, ids)
+	}
+}

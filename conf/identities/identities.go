@@ -136,13 +136,18 @@ func ResultCommand(host, service string, code int16, output string) string {
 // Specificity is the length of the longest of id's networks that holds
 // addr, 0 for an identity that may connect from anywhere, and -1 when
 // none holds it.
-func (id *Identity) Specificity(addr netip.Addr) int {
-	if id.Networks == nil {
+func (id *Identity) Specificity(addr netip.Addr) int { return Specificity(id.Networks, addr) }
+
+// Specificity is the length of the longest of networks that holds addr, 0
+// when networks is nil (anywhere), and -1 when none holds it: the order in
+// which the secrets that may serve a client are tried.
+func Specificity(networks []netip.Prefix, addr netip.Addr) int {
+	if networks == nil {
 		return 0
 	}
 	addr = addr.Unmap()
 	best := -1
-	for _, n := range id.Networks {
+	for _, n := range networks {
 		if n.Contains(addr) && n.Bits() > best {
 			best = n.Bits()
 		}

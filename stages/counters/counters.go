@@ -19,6 +19,7 @@ const (
 	DropAfterReject   = "after_reject"
 	DropTooManyChecks = "too_many_checks"
 	DropSpoofed       = "spoofed_host"
+	DropUnauthorized  = "unauthorized" // outside the rights of the identity that sent it
 	DropSink          = "sink_failed"
 	DropShutdown      = "shutdown"
 )
