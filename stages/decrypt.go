@@ -108,8 +108,9 @@ type decrypter struct {
 	// specificity; nil with one secret for every address.
 	scratch     []byte
 	order, rank []int
-	nobody      keyed // serves a connection no candidate may serve, to be refused
-	sizes       []int // accepted packet sizes, ascending
+	nobody      keyed        // serves a connection no candidate may serve, to be refused
+	state       cipher.State // a trial's CFB register
+	sizes       []int        // accepted packet sizes, ascending
 	stats       *counters.Stats
 	log         *counters.RateLog
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"nsca_fast/conf/identities"
-	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 )
 
@@ -60,7 +59,7 @@ func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, out chan<- 
 			return nil
 		}
 		start := time.Now()
-		k, st, hopeless := d.trial(c, c.cur[:c.curN])
+		k, hopeless := d.trial(c, c.cur[:c.curN])
 		took := time.Since(start)
 		d.stats.DecryptNanos.Add(uint64(took))
 		if r := c.reader; r != nil {
@@ -68,7 +67,7 @@ func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, out chan<- 
 		}
 		switch {
 		case k != nil:
-			d.matched(ctx, c, k, st, out)
+			d.matched(ctx, c, k, out)
 			return buf
 		case hopeless || c.curN >= largest:
 			d.unmatched(ctx, c, out)
@@ -80,9 +79,11 @@ func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, out chan<- 
 
 // trial decrypts raw, the first bytes of c at one of the accepted sizes,
 // with each candidate in turn into d.scratch, and returns the first whose
-// plaintext is a valid packet, with the CFB state after it. hopeless says
-// that no candidate even gave version 3: no size can match then.
-func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, st cipher.State, hopeless bool) {
+// plaintext is a valid packet, leaving the CFB state after it in
+// d.state. hopeless says that no candidate even gave version 3: no size
+// can match then.
+func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
+	st := &d.state // the decrypter's: a local would escape to the heap through Key
 	pt := d.scratch[:len(raw)]
 	hopeless = true
 	d.rankFor(c)
@@ -92,7 +93,7 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, st cipher.State, hopel
 			st.Start(k.Engine, c.IV[:])
 		}
 		copy(pt[:versionBytes], raw)
-		k.decryptAt(k.shared, &st, c.IV[:], pt[:versionBytes], 0)
+		k.decryptAt(k.shared, st, c.IV[:], pt[:versionBytes], 0)
 		if int16(binary.BigEndian.Uint16(pt)) != codec.Version {
 			continue
 		}
@@ -101,23 +102,23 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, st cipher.State, hopel
 		for off := versionBytes; off < len(pt); off += cgoSlice {
 			// libmcrypt's calls are kept as short as decryptSliced keeps them.
 			end := min(off+cgoSlice, len(pt))
-			k.decryptAt(k.shared, &st, c.IV[:], pt[off:end], off)
+			k.decryptAt(k.shared, st, c.IV[:], pt[off:end], off)
 		}
 		if codec.Valid(pt) {
-			return k, st, false
+			return k, false
 		}
 	}
-	return nil, st, hopeless
+	return nil, hopeless
 }
 
 // matched gives c the secret k, whose trial left the first packet's
-// plaintext in d.scratch and the stream after it in st, and sends that
-// packet on.
-func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, st cipher.State, out chan<- Packet) {
+// plaintext in d.scratch and the stream after it in d.state, and sends
+// that packet on.
+func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, out chan<- Packet) {
 	c.sec, c.packetSize = k, c.curN
 	copy(c.cur, d.scratch[:c.curN])
 	if k.Engine != nil {
-		c.stream, c.streaming = st, true
+		c.stream, c.streaming = d.state, true
 	}
 	d.stats.Received.Add(1)
 	p := Packet{Conn: c, Data: c.cur[:c.packetSize]}
