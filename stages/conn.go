@@ -8,6 +8,7 @@ import (
 
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/diagnose"
 )
 
 // Conn is one client connection. Fields are grouped by the stage that owns
@@ -59,6 +60,12 @@ type Conn struct {
 	// unmatched: no secret decrypted the first packet, which validation
 	// must refuse whatever sec makes of it.
 	unmatched bool
+	// firstBad: the first packet decrypts to no valid packet at any
+	// accepted size, which is worth a diagnosis; head holds the first
+	// headN bytes as they came, for it.
+	firstBad bool
+	headN    uint8
+	head     [diagnose.HeadSize]byte
 
 	// Validate stage.
 	checks int

@@ -13,6 +13,7 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -182,7 +183,9 @@ func (s *Server) run(inetdFD int) error {
 	packets := make(chan Packet, depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
-	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress}
+	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: diagnose.Clients})
+	defer diag.Close()
+	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
 	env.gauge("accept_to_read", func() int { return len(conns) })
 	env.gauge("read_to_decrypt", func() int { return len(chunks) })
 	env.gauge("decrypt_to_validate", func() int { return len(packets) })
@@ -247,6 +250,15 @@ func (s *Server) run(inetdFD int) error {
 	snap := s.Stats.Snapshot()
 	glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
 	return nil
+}
+
+// diagSecrets are the secrets the diagnosis compares a client's packets with.
+func (s *Server) diagSecrets() []diagnose.Secret {
+	var out []diagnose.Secret
+	for _, c := range s.cipher.candidates() {
+		out = append(out, diagnose.Secret{Name: c.Name, Method: c.Method, Password: c.Password, Networks: c.Networks})
+	}
+	return out
 }
 
 // OnProgress has fn called, without blocking the pipeline, after each

@@ -15,6 +15,7 @@ import (
 
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/sink"
 )
@@ -48,7 +49,7 @@ type ValidateConfig struct {
 // StartValidate runs n validate goroutines, sharded by connection so that
 // one client's results keep their order, and closes out when done.
 func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, cfg ValidateConfig, env Env) error {
-	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log}
+	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log, clients: env.Clients}
 	startSharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p Packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan Packet) {
 			for p := range in {
@@ -68,10 +69,11 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 }
 
 type validator struct {
-	cfg   ValidateConfig
-	stats *counters.Stats
-	log   *counters.RateLog
-	dns   dnsCache
+	cfg     ValidateConfig
+	stats   *counters.Stats
+	log     *counters.RateLog
+	dns     dnsCache
+	clients *diagnose.Registry // nil: not recorded
 }
 
 // short counts the incomplete packet a connection ended with: the tail of a
@@ -102,8 +104,11 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		v.reject(c, reason, err)
 		return sink.Item{}, false
 	}
-	if c.checks == 1 && c.sec != nil && c.sec.matches != nil {
-		c.sec.matches.Add(1)
+	if c.checks == 1 && c.sec != nil {
+		if c.sec.matches != nil {
+			c.sec.matches.Add(1)
+		}
+		v.clients.Seen(c.Peer.Addr().Unmap(), c.sec.Name, c.sec.method)
 	}
 	r := codec.Decode(p.Data)
 	if k := c.sec; k != nil && k.Rights != nil && !v.authorized(k.Rights, r) {
@@ -163,6 +168,7 @@ func (v *validator) verify(p Packet, now time.Time) (string, error) {
 func (v *validator) reject(c *Conn, reason string, err error) {
 	v.stats.Dropped(reason).Add(1)
 	c.rejected.Store(true)
+	v.clients.Failed(c.Peer.Addr().Unmap(), err.Error())
 	v.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
 	c.requestClose()
 }

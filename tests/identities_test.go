@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -179,4 +181,91 @@ func TestIdentitiesBadFile(t *testing.T) {
 	if code == 0 || !strings.Contains(out, ids+":1: hosts pattern \"[\"") {
 		t.Errorf("exit %d, output:\n%s\nwant a failure naming %s:1 and the pattern", code, out, ids)
 	}
+}
+
+// identClientHello is the start of a TLS 1.2 ClientHello offering
+// PSK-AES256-CBC-SHA, as an nsca-ng client sends it.
+func identClientHello() []byte {
+	b := []byte{0x16, 0x03, 0x01, 0x00, 0x40, 0x01, 0x00, 0x00, 0x3c, 0x03, 0x03}
+	b = append(b, make([]byte, 32)...) // random
+	b = append(b, 0)                   // no session id
+	b = append(b, 0x00, 0x04, 0x00, 0x8d, 0x00, 0xff)
+	return append(b, 0x01, 0x00) // no compression
+}
+
+// TestDiagnosis: for each kind of misconfigured client the server logs
+// one line that says what the client did, once per source, and /clients
+// lists the sources with their last error. Raw clients come from
+// addresses of their own on loopback, so that each is a source of its own.
+func TestDiagnosis(t *testing.T) {
+	metrics := identMetrics(t)
+	const password = "diagnosis-secret"
+	d := startDaemon(t, Config{"command_file": commandFile(t, t.TempDir()), "append_to_file": "1", "password": password,
+		"decryption_method": "1,14", "payload_length": "4096", "metrics_address": metrics})
+	// Another method with the right password: the real send_nsca.
+	Client{Password: password, Method: 3}.sendRejected(t, d.Port, "h\tsvc\t0\tmethod 3\n")
+	// A 2.7 client's 720-byte packet, with 720 not accepted.
+	r := dialRaw(t, d.Port, "127.0.0.2")
+	r.write(t, r.packet(720, r.ts, 0, "h", "svc", "legacy", 1, password), 0)
+	r.c.Close()
+	// NSClient++ with payload length 8192.
+	r = dialRaw(t, d.Port, "127.0.0.3")
+	r.write(t, r.packet(8192+208, r.ts, 0, "h", "svc", "long", 1, password), 0)
+	waitClosed(r.c, 5*time.Second)
+	// An unknown password.
+	r = dialRaw(t, d.Port, "127.0.0.4")
+	r.write(t, r.packet(4304, r.ts, 0, "h", "svc", "x", 1, "not-the-password"), 0)
+	waitClosed(r.c, 5*time.Second)
+	// HTTP, twice from one source: one line.
+	for range 2 {
+		r = dialRaw(t, d.Port, "127.0.0.5")
+		r.write(t, []byte("GET /metrics HTTP/1.1\r\nHost: nsca\r\n\r\n"), 0)
+		r.c.Close()
+	}
+	// An nsca-ng client on the NSCA port.
+	r = dialRaw(t, d.Port, "127.0.0.6")
+	r.write(t, identClientHello(), 0)
+	r.c.Close()
+	want := map[string]string{
+		"127.0.0.1": "encrypts with method 3 (tripledes) and a known password; this server expects 1 (xor) or 14 (rijndael-128) with that password",
+		"127.0.0.2": "is an NSCA 2.7 client or NSClient++ with payload length 512 (720-byte packets): add 512 to payload_length (now 4096)",
+		"127.0.0.3": "sends NSClient++ payload length 8192: add it to payload_length (now 4096)",
+		"127.0.0.4": "sends packets that no known password decrypts with any method: it uses a password this server does not know",
+		"127.0.0.5": "speaks HTTP, not NSCA",
+		"127.0.0.6": "starts a TLS handshake offering pre-shared keys: an nsca-ng client on the NSCA port?",
+	}
+	for src, text := range want {
+		line := "diagnosis: " + src + " " + text
+		if !waitFor(10*time.Second, func() bool { return strings.Contains(d.Stderr(), line) }) {
+			t.Errorf("no line %q", line)
+		}
+	}
+	if n := strings.Count(d.Stderr(), "diagnosis: 127.0.0.5 "); n != 1 {
+		t.Errorf("%d diagnosis lines for 127.0.0.5, want 1 per interval", n)
+	}
+	page := identGet(t, "http://"+metrics+"/clients")
+	for src, text := range want {
+		if !strings.Contains(page, src+"\t") || !strings.Contains(page, text) {
+			t.Errorf("/clients does not list %s with %q:\n%s", src, text, page)
+		}
+	}
+	// A good client is listed with its secret and method.
+	Client{Password: password, Method: 14}.send(t, d.Port, "h\tsvc\t0\tgood\n", 1)
+	if !waitFor(5*time.Second, func() bool {
+		return strings.Contains(identGet(t, "http://"+metrics+"/clients"), "\tpassword/14\t14\t")
+	}) {
+		t.Errorf("/clients does not show the good client's secret and method:\n%s", identGet(t, "http://"+metrics+"/clients"))
+	}
+}
+
+func identGet(t *testing.T, url string) string {
+	t.Helper()
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

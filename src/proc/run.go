@@ -13,6 +13,7 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // Server is one pipeline as a run mode drives it: Run serves until the
@@ -135,6 +136,7 @@ func serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", counters.MetricsHandler(snapshot, cfg.Method().Name))
+	mux.Handle("/clients", diagnose.Clients.Handler())
 	go func() {
 		glog.Infof("metrics on http://%s/metrics", cfg.MetricsAddress)
 		if err := http.ListenAndServe(cfg.MetricsAddress, mux); err != nil {
