@@ -3,11 +3,14 @@ package tests
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -268,4 +271,181 @@ func identGet(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// identGoodRun sends n good checks, each on a connection of its own from
+// 127.0.0.2, one every gap, and returns each one's latency: from the dial
+// to its line in the FIFO.
+func identGoodRun(t *testing.T, port int, fifo *FIFOReader, password, tag string, n int, gap time.Duration) []time.Duration {
+	t.Helper()
+	starts := make([]time.Time, n)
+	seen := make([]time.Duration, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for got := 0; got < n; {
+			l, ok := fifo.Next(arriveTimeout)
+			if !ok {
+				return
+			}
+			var i int
+			if _, err := fmt.Sscanf(l[strings.LastIndexByte(l, ';')+1:], tag+"-%d", &i); err == nil && i >= 0 && i < n {
+				seen[i] = time.Since(starts[i])
+				got++
+			}
+		}
+	}()
+	for i := range n {
+		starts[i] = time.Now()
+		r, err := dialInit(port, "127.0.0.2", 5*time.Second)
+		if err != nil {
+			t.Fatalf("good client %d: %v", i, err)
+		}
+		r.c.Write(r.packet(codec4304, r.ts, 0, "good", "svc", fmt.Sprintf("%s-%d", tag, i), 1, password))
+		r.c.Close()
+		time.Sleep(gap)
+	}
+	<-done
+	for i, s := range seen {
+		if s == 0 {
+			t.Fatalf("good check %d of %s never arrived", i, tag)
+		}
+	}
+	return seen
+}
+
+const codec4304 = 4304
+
+func identP99(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)*99)/100]
+}
+
+// TestCandidatesUnderFlood: with 16 secrets, good clients whose secret is
+// the last one tried keep their p99 latency within twice that of a quiet
+// run while 300 slowloris connections and a flood of garbage connections
+// (every candidate tried, a diagnosis each) come from other addresses;
+// and a client with a wrong password gets the same bytes from the server
+// whatever secrets exist: the init packet, then the close.
+func TestCandidatesUnderFlood(t *testing.T) {
+	relRaiseNofile(t, 4096)
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "passwords")
+	var pws strings.Builder
+	for i := range 7 {
+		fmt.Fprintf(&pws, "flood-password-%d\n", i)
+	}
+	writeFile(t, pwFile, pws.String(), 0o600)
+	last := "flood-password-6"
+	fifoPath := makeFIFO(t, dir)
+	fifo := openFIFOReader(t, fifoPath)
+	metrics := identMetrics(t)
+	d := startDaemon(t, Config{"command_file": fifoPath, "password": "flood-password", "password_file": pwFile,
+		"decryption_method": "14,1", "metrics_address": metrics, "connection_timeout": "5"})
+	const n, gap = 150, 20 * time.Millisecond
+	// The machine is shared and noisy: a pair of runs that keeps the bound
+	// passes, since real starvation would break every pair.
+	const attempts = 3
+	var ok bool
+	for a := 1; a <= attempts && !ok; a++ {
+		quiet := identP99(identGoodRun(t, d.Port, fifo, last, fmt.Sprintf("quiet%d", a), n, gap))
+		flood, garbage := identFloodRun(t, d.Port, fifo, last, fmt.Sprintf("flood%d", a), n, gap)
+		ok = flood <= 2*quiet+5*time.Millisecond
+		t.Logf("attempt %d: good clients' p99 %v quiet, %v beside 300 slowloris connections and %d garbage connections (within 2x +5 ms: %v)",
+			a, quiet, flood, garbage, ok)
+	}
+	if !ok {
+		t.Errorf("in %d attempts the good clients' p99 under the flood was never within twice the quiet run's (+5 ms)", attempts)
+	}
+	m, _ := relScrape(metrics)
+	if got := m[`nsca_secret_matches_total{secret="password_file:7/1"}`]; got < 2*n {
+		t.Errorf("the good clients' secret matched %v connections, want at least %d", got, 2*n)
+	}
+}
+
+// TestReplySameForAnySecret: a client with a wrong password receives the
+// same bytes, the 132-byte init packet and then the end of the
+// connection, from a server with one secret and from one with sixteen.
+func TestReplySameForAnySecret(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "passwords")
+	writeFile(t, pwFile, "a\nb\nc\nd\ne\nf\ng\n", 0o600)
+	one := startDaemon(t, Config{"command_file": commandFile(t, t.TempDir()), "password": "p"})
+	many := startDaemon(t, Config{"command_file": commandFile(t, t.TempDir()), "password": "p", "password_file": pwFile, "decryption_method": "1,14"})
+	for _, d := range []*Daemon{one, many} {
+		r := dialRaw(t, d.Port, "")
+		r.write(t, r.packet(codec4304, r.ts, 0, "h", "s", "o", 1, "wrong"), 0)
+		n, closed := waitClosed(r.c, 5*time.Second)
+		if n != 0 || !closed {
+			t.Errorf("after the init packet, a wrong password got %d more bytes (closed %v) from %s, want none and the close", n, closed, d.CfgPath)
+		}
+	}
+}
+
+// identFloodRun is identGoodRun beside 300 slowloris connections (a byte a
+// second each, from 127.0.0.3) and about 500 garbage connections a second
+// (4304 bytes no secret decrypts, from 127.0.0.4); it returns the good
+// checks' p99 and the number of garbage connections.
+func identFloodRun(t *testing.T, port int, fifo *FIFOReader, password, tag string, n int, gap time.Duration) (time.Duration, int64) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var slow []net.Conn
+	for range 300 {
+		if c, err := dialLocal(port, "127.0.0.3", 5*time.Second); err == nil {
+			slow = append(slow, c)
+		}
+	}
+	defer func() {
+		for _, c := range slow {
+			c.Close()
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			for _, c := range slow {
+				c.SetWriteDeadline(time.Now().Add(5 * time.Millisecond))
+				c.Write([]byte{'s'})
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var garbage atomic.Int64
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			junk := make([]byte, codec4304)
+			for i := range junk {
+				junk[i] = byte(i*131 + g)
+			}
+			tick := time.NewTicker(4 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				if r, err := dialInit(port, "127.0.0.4", time.Second); err == nil {
+					r.c.Write(junk)
+					r.c.Close()
+					garbage.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	p99 := identP99(identGoodRun(t, port, fifo, password, tag, n, gap))
+	close(stop)
+	wg.Wait()
+	return p99, garbage.Load()
 }
