@@ -124,6 +124,13 @@ func FuzzMatchesLibmcrypt(f *testing.F) {
 	f.Add(uint8(14), []byte(""), []byte("iv"), uint64(1), false)
 	f.Add(uint8(2), []byte("password"), []byte{}, uint64(2), true)
 	f.Add(uint8(3), bytes.Repeat([]byte("x"), 200), bytes.Repeat([]byte{0xff}, 128), uint64(3), false)
+	// Every native method (which is an index into natives), both packet
+	// sizes, passwords empty, exactly the key size and the longest.
+	for i, s := range natives {
+		for _, n := range []int{0, s.keySize, 200} {
+			f.Add(uint8(i), bytes.Repeat([]byte{byte(n)}, n), []byte("seed iv"), uint64(n), n != s.keySize)
+		}
+	}
 	f.Fuzz(func(t *testing.T, which uint8, password, iv []byte, seed uint64, legacy bool) {
 		if len(password) > 200 {
 			password = password[:200]
