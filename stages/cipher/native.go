@@ -35,6 +35,7 @@ type nativeSpec struct {
 var natives = []nativeSpec{
 	{2, "des", 8, 8, newDESBulkNative, "des"},
 	{3, "tripledes", 24, 8, newTripleDESBulkNative, "tripledes"},
+	{5, "cast-256", 32, 16, newCAST256Bulk, "cast-256"},
 	{9, "twofish", 32, 16, newTwofishBulk, "twofish"},
 	{14, "rijndael-128", 32, 16, newAESBulk, "rijndael-128"},
 }

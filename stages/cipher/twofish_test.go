@@ -3,10 +3,12 @@ package cipher
 import (
 	"bytes"
 	"encoding/hex"
+	"strings"
 	"testing"
 )
 
-// knownStream is a CFB-8 ciphertext of zero bytes under key and iv.
+// knownStream is a CFB-8 ciphertext of zero bytes under key and iv, in hex
+// (spaces ignored).
 type knownStream struct{ key, iv, ct string }
 
 // checkKnownStreams decrypts each stream with method's native engine (keyed
@@ -19,9 +21,14 @@ func checkKnownStreams(t *testing.T, method int, streams []knownStream) {
 		t.Fatalf("no native engine for method %d", method)
 	}
 	for i, s := range streams {
-		key, _ := hex.DecodeString(s.key)
-		iv, _ := hex.DecodeString(s.iv)
-		ct, _ := hex.DecodeString(s.ct)
+		unhex := func(h string) []byte {
+			b, err := hex.DecodeString(strings.ReplaceAll(h, " ", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		key, iv, ct := unhex(s.key), unhex(s.iv), unhex(s.ct)
 		b, err := spec.newBulk(key)
 		if err != nil {
 			t.Fatal(err)
