@@ -38,6 +38,7 @@ var natives = []nativeSpec{
 	{5, "cast-256", 32, 16, newCAST256Bulk, "cast-256"},
 	{9, "twofish", 32, 16, newTwofishBulk, "twofish"},
 	{14, "rijndael-128", 32, 16, newAESBulk, "rijndael-128"},
+	{20, "serpent", 32, 16, newSerpentBulk, "serpent"},
 }
 
 func nativeFor(method int) (nativeSpec, bool) {

@@ -1,0 +1,138 @@
+package cipher
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
+)
+
+// Serpent, written from Anderson, Biham and Knudsen, "Serpent: A Proposal
+// for the Advanced Encryption Standard" (1998), in its bitslice description,
+// for NSCA's 256-bit key; libmcrypt's serpent takes key and block as
+// little-endian words as that description does (its ECB output matches the
+// NESSIE vectors).
+//
+// In 8-bit CFB decryption every register is known in advance, so 64 blocks
+// run at once, bitsliced across blocks: x[w][j] holds bit j of word w of
+// 64 blocks, one per bit. The S-boxes become boolean circuits on uint64s
+// (serpent_circuits.go) and the linear transform's rotations a renumbering.
+// The registers of 64 consecutive bytes are byte-shifted copies of one
+// another, so each x[w][j] is a 64-bit window into a "plane" holding bit
+// j%8 of every byte of the stream: no transposition on the way in. Only
+// output byte 0 is kept, so the last round computes 8 bits of word 0.
+
+// serpentSbox are the eight S-boxes of the specification.
+var serpentSbox = [8][16]byte{
+	{3, 8, 15, 1, 10, 6, 5, 11, 14, 13, 4, 2, 7, 0, 9, 12},
+	{15, 12, 2, 7, 9, 0, 5, 10, 1, 11, 14, 8, 6, 13, 3, 4},
+	{8, 6, 7, 9, 3, 12, 10, 15, 13, 1, 14, 4, 0, 11, 5, 2},
+	{0, 15, 11, 8, 12, 9, 6, 3, 13, 1, 2, 4, 10, 7, 5, 14},
+	{1, 15, 8, 3, 12, 0, 11, 6, 2, 5, 4, 10, 9, 14, 7, 13},
+	{15, 5, 2, 11, 4, 10, 9, 12, 0, 3, 14, 8, 13, 6, 7, 1},
+	{7, 2, 12, 5, 8, 4, 6, 11, 14, 9, 1, 15, 13, 3, 10, 0},
+	{1, 13, 15, 0, 14, 8, 2, 11, 7, 4, 12, 10, 9, 3, 5, 6},
+}
+
+// serpentState is 64 blocks bitsliced: bit n of x[w][j] is bit j of word w
+// of block n.
+type serpentState [4][32]uint64
+
+// serpentRoundKey is a round key as masks: k[w][j] is -1 where bit j of
+// its word w is set, else 0 (sign-extended, it XORs all 64 blocks).
+type serpentRoundKey [4][32]int8
+
+// serpentBulk is a keyed Serpent.
+type serpentBulk struct {
+	k [33]serpentRoundKey
+}
+
+func newSerpentBulk(key []byte) (bulk, error) {
+	if len(key) != 32 {
+		return nil, errors.New("serpent key is not 32 bytes")
+	}
+	var w [8 + 132]uint32
+	for i := range 8 {
+		w[i] = binary.LittleEndian.Uint32(key[4*i:])
+	}
+	for i := range 132 {
+		w[i+8] = bits.RotateLeft32(w[i]^w[i+3]^w[i+5]^w[i+7]^0x9e3779b9^uint32(i), 11)
+	}
+	s := &serpentBulk{}
+	for r := range 33 {
+		sb := &serpentSbox[(3-r)&7]
+		pre := w[8+4*r : 8+4*r+4]
+		for j := range 32 {
+			in := 0
+			for i := range 4 {
+				in |= int(pre[i]>>j&1) << i
+			}
+			out := sb[in]
+			for i := range 4 {
+				s.k[r][i][j] = -int8(out >> i & 1)
+			}
+		}
+	}
+	clear(w[:])
+	return s, nil
+}
+
+func (s *serpentBulk) wipe() { *s = serpentBulk{} }
+
+// group XORs into out[0:64] byte 0 of the encryption of the 64 registers
+// src[n:n+16], n = 0..63: src is 80 bytes, out is src[16:].
+func (s *serpentBulk) group(src []byte) {
+	_ = src[79]
+	// Bit n of pl[b][h] is bit b of src[64h+n].
+	var pl [8][2]uint64
+	for c := range 10 {
+		v := binary.LittleEndian.Uint64(src[8*c:])
+		for b := range 8 {
+			// Gathers bit b of each of v's bytes into one byte.
+			g := (v >> b & 0x0101010101010101) * 0x0102040810204080 >> 56
+			pl[b][c/8] |= g << (8 * (c % 8))
+		}
+	}
+	var x serpentState
+	for w := range 4 {
+		for j := range 32 {
+			off := uint(4*w + j>>3)
+			p := &pl[j&7]
+			x[w][j] = p[0]>>off | p[1]<<(64-off)
+		}
+	}
+	for r := range 31 {
+		serpentSboxes(r&7, &x, &s.k[r])
+		serpentLT(&x)
+	}
+	var o [8]uint64
+	serpentLast(&x, &s.k[31], &s.k[32], &o)
+	// Byte n of the result is bit n of o[0..7]: 8x8 bit transposes.
+	out := src[16:80]
+	for g := range 8 {
+		var m uint64
+		for b := range 8 {
+			m |= (o[b] >> (8 * g) & 0xff) << (8 * b)
+		}
+		t := (m ^ m>>7) & 0x00AA00AA00AA00AA
+		m ^= t ^ t<<7
+		t = (m ^ m>>14) & 0x0000CCCC0000CCCC
+		m ^= t ^ t<<14
+		t = (m ^ m>>28) & 0x00000000F0F0F0F0
+		m ^= t ^ t<<28
+		binary.LittleEndian.PutUint64(out[8*g:], binary.LittleEndian.Uint64(out[8*g:])^m)
+	}
+}
+
+func (s *serpentBulk) tail(buf []byte) {
+	hi := len(buf) // one past the highest position left
+	for ; hi-64 >= 16; hi -= 64 {
+		s.group(buf[hi-80 : hi])
+	}
+	if hi > 16 {
+		// Fewer than 64 left: run a zero-padded copy, keep what is real.
+		var loc [80]byte
+		n := copy(loc[:], buf[:hi])
+		s.group(loc[:])
+		copy(buf[16:hi], loc[16:n])
+	}
+}
