@@ -37,13 +37,32 @@ var serpentSbox = [8][16]byte{
 // of block n.
 type serpentState [4][32]uint64
 
-// serpentRoundKey is a round key as masks: k[w][j] is -1 where bit j of
+// serpentRoundKey is a round key as masks: k[j][w] is -1 where bit j of
 // its word w is set, else 0 (sign-extended, it XORs all 64 blocks).
-type serpentRoundKey [4][32]int8
+type serpentRoundKey [32][4]int8
 
-// serpentBulk is a keyed Serpent.
+// serpentBulk is a keyed Serpent: k[0] and k[32] as the specification has
+// them, k[1..31] adjusted for serpentLT, which adds them.
 type serpentBulk struct {
 	k [33]serpentRoundKey
+}
+
+// serpentAdjust adjusts round key k for serpentLT, which computes output
+// words 0 and 2 from words 1 and 3 with their key already added: it adds
+// what those contribute to words 0 and 2 once more, cancelling it.
+func serpentAdjust(k *serpentRoundKey) {
+	rot := func(j, n int) int { return (j - n + 32) & 31 }
+	a := *k
+	for j := range 32 {
+		i := rot(j, 5)
+		a[j][0] ^= k[i][1] ^ k[i][3]
+		i = rot(j, 22)
+		a[j][2] ^= k[i][3]
+		if i >= 7 {
+			a[j][2] ^= k[i-7][1]
+		}
+	}
+	*k = a
 }
 
 func newSerpentBulk(key []byte) (bulk, error) {
@@ -68,9 +87,12 @@ func newSerpentBulk(key []byte) (bulk, error) {
 			}
 			out := sb[in]
 			for i := range 4 {
-				s.k[r][i][j] = -int8(out >> i & 1)
+				s.k[r][j][i] = -int8(out >> i & 1)
 			}
 		}
+	}
+	for r := 1; r < 32; r++ {
+		serpentAdjust(&s.k[r])
 	}
 	clear(w[:])
 	return s, nil
@@ -93,19 +115,21 @@ func (s *serpentBulk) group(src []byte) {
 		}
 	}
 	var x serpentState
+	k0 := &s.k[0]
 	for w := range 4 {
 		for j := range 32 {
 			off := uint(4*w + j>>3)
 			p := &pl[j&7]
-			x[w][j] = p[0]>>off | p[1]<<(64-off)
+			x[w][j] = (p[0]>>off | p[1]<<(64-off)) ^ uint64(int64(k0[j][w]))
 		}
 	}
+	var y serpentState
 	for r := range 31 {
-		serpentSboxes(r&7, &x, &s.k[r])
-		serpentLT(&x)
+		serpentSboxes(r&7, &x, &y)
+		serpentLT(&y, &x, &s.k[r+1])
 	}
 	var o [8]uint64
-	serpentLast(&x, &s.k[31], &s.k[32], &o)
+	serpentLast(&x, &s.k[32], &o)
 	// Byte n of the result is bit n of o[0..7]: 8x8 bit transposes.
 	out := src[16:80]
 	for g := range 8 {

@@ -39,7 +39,6 @@ func TestSerpentCircuitsGenerated(t *testing.T) {
 func TestSerpentCircuits(t *testing.T) {
 	for s := range 8 {
 		var x serpentState
-		var k serpentRoundKey
 		// Lane n of position j holds input (n+j)&15.
 		for j := range 32 {
 			for n := range 64 {
@@ -49,12 +48,13 @@ func TestSerpentCircuits(t *testing.T) {
 				}
 			}
 		}
-		serpentSboxes(s, &x, &k)
+		var y serpentState
+		serpentSboxes(s, &x, &y)
 		for j := range 32 {
 			for n := range 64 {
 				out := 0
 				for w := range 4 {
-					out |= int(x[w][j]>>n&1) << w
+					out |= int(y[w][j]>>n&1) << w
 				}
 				if want := int(serpentSbox[s][(n+j)&15]); out != want {
 					t.Fatalf("S%d(%d) = %d, want %d", s, (n+j)&15, out, want)
@@ -68,13 +68,14 @@ func TestSerpentCircuits(t *testing.T) {
 		for w := range words {
 			words[w] = r.Uint32()
 		}
-		var x serpentState
+		var x, y serpentState
 		for w := range 4 {
 			for j := range 32 {
-				x[w][j] = uint64(words[w]>>j&1) << (trial & 63)
+				y[w][j] = uint64(words[w]>>j&1) << (trial & 63)
 			}
 		}
-		serpentLT(&x)
+		var k serpentRoundKey
+		serpentLT(&y, &x, &k)
 		want := serpentLTWords(words)
 		for w := range 4 {
 			for j := range 32 {
@@ -251,30 +252,31 @@ func genSerpent(t *testing.T) []byte {
 	p("")
 	p("package cipher")
 	p("")
-	p("// serpentSboxes adds round key k to x and applies S-box s, as circuits")
-	p("// from the S-box's algebraic normal form. (A switch, not a table of")
-	p("// funcs: a call through a func value would move x to the heap.)")
-	p("func serpentSboxes(s int, x *serpentState, k *serpentRoundKey) {")
+	p("// serpentSboxes applies S-box s to x, into y, as circuits from the")
+	p("// S-box's algebraic normal form. (A switch, not a table of funcs: a call")
+	p("// through a func value would move x to the heap.)")
+	p("func serpentSboxes(s int, x, y *serpentState) {")
 	p("switch s {")
 	for s := range 8 {
 		p("case %d:", s)
-		p("serpentS%d(x, k)", s)
+		p("serpentS%d(x, y)", s)
 	}
 	p("}")
 	p("}")
 	for s := range 8 {
 		c, exprs := sboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
 		p("")
-		p("func serpentS%d(x *serpentState, k *serpentRoundKey) {", s)
+		p("func serpentS%d(x, y *serpentState) {", s)
+		p("_, _ = x[0][0], y[0][0] // nil checks, once")
 		p("for j := range 32 {")
 		for w := range 4 {
-			p("x%d := x[%d][j] ^ uint64(int64(k[%d][j]))", w, w, w)
+			p("x%d := x[%d][j]", w, w)
 		}
 		for _, l := range c.lines {
 			p("%s", l)
 		}
 		for w := range 4 {
-			p("x[%d][j] = %s", w, exprs[w])
+			p("y[%d][j] = %s", w, exprs[w])
 		}
 		p("}")
 		p("}")
@@ -283,52 +285,49 @@ func genSerpent(t *testing.T) []byte {
 	// plus K32.
 	c, exprs := sboxCircuit(&serpentSbox[7], []int{0})
 	p("")
-	p("// serpentLast is the last round (K31, S7, K32) for bits 0..7 of word 0.")
-	p("func serpentLast(x *serpentState, k31, k32 *serpentRoundKey, out *[8]uint64) {")
+	p("// serpentLast is the last round's S7 and K32 for bits 0..7 of word 0.")
+	p("func serpentLast(x *serpentState, k32 *serpentRoundKey, out *[8]uint64) {")
 	p("for j := range 8 {")
 	for w := range 4 {
-		p("x%d := x[%d][j] ^ uint64(int64(k31[%d][j]))", w, w, w)
+		p("x%d := x[%d][j]", w, w)
 	}
 	for _, l := range c.lines {
 		p("%s", l)
 	}
-	p("out[j] = %s ^ uint64(int64(k32[0][j]))", exprs[0])
+	p("out[j] = %s ^ uint64(int64(k32[j][0]))", exprs[0])
 	p("}")
 	p("}")
 	// The linear transform, rotations as renumbering:
-	//   a0 = x0 <<< 13, a2 = x2 <<< 3, a1 = x1^a0^a2, a3 = x3^a2^(a0<<3),
+	//   a0 = y0 <<< 13, a2 = y2 <<< 3, a1 = y1^a0^a2, a3 = y3^a2^(a0<<3),
 	//   b1 = a1 <<< 1, b3 = a3 <<< 7, b0 = a0^b1^b3, b2 = a2^b3^(b1<<7),
-	//   out = b0 <<< 5, b1, b2 <<< 22, b3.
-	// a1 and a3 go to temporaries, b1 and b3 into x[1] and x[3], b0 and b2
-	// into temporaries, then x[0] and x[2] rotated.
+	//   x = b0 <<< 5, b1, b2 <<< 22, b3.
+	// Each bit of b1 and b3 comes straight from y, then each of x0 and x2
+	// from y and those: no intermediate is stored. The next round's key k
+	// is added on the way, its words 0 and 2 adjusted (serpentAdjust) for
+	// x1 and x3 being read back with their key in.
 	p("")
-	p("// serpentLT is the linear transform.")
-	p("func serpentLT(x *serpentState) {")
-	p("var a1, a3, b0, b2 [32]uint64")
-	rot := func(j, n int) int { return (j - n + 32) % 32 } // source bit of (v <<< n) at j
+	p("// serpentLT is the linear transform of y plus the adjusted round key k, into x.")
+	p("func serpentLT(y, x *serpentState, k *serpentRoundKey) {")
+	rot := func(j, n int) int { return ((j-n)%32 + 32) % 32 } // source bit of (v <<< n) at j
 	for j := range 32 {
-		p("a1[%d] = x[1][%d] ^ x[0][%d] ^ x[2][%d]", j, j, rot(j, 13), rot(j, 3))
-		e := fmt.Sprintf("a3[%d] = x[3][%d] ^ x[2][%d]", j, j, rot(j, 3))
-		if j >= 3 {
-			e += fmt.Sprintf(" ^ x[0][%d]", rot(j-3, 13))
+		i := rot(j, 1) // b1[j] = a1[i]
+		p("x[1][%d] = y[1][%d] ^ y[0][%d] ^ y[2][%d] ^ uint64(int64(k[%d][1]))", j, i, rot(i, 13), rot(i, 3), j)
+		i = rot(j, 7) // b3[j] = a3[i]
+		e := fmt.Sprintf("x[3][%d] = uint64(int64(k[%d][3])) ^ y[3][%d] ^ y[2][%d]", j, j, i, rot(i, 3))
+		if i >= 3 {
+			e += fmt.Sprintf(" ^ y[0][%d]", rot(i-3, 13))
 		}
 		p("%s", e)
 	}
 	for j := range 32 {
-		p("x[1][%d] = a1[%d]", j, rot(j, 1))
-		p("x[3][%d] = a3[%d]", j, rot(j, 7))
-	}
-	for j := range 32 {
-		p("b0[%d] = x[0][%d] ^ x[1][%d] ^ x[3][%d]", j, rot(j, 13), j, j)
-		e := fmt.Sprintf("b2[%d] = x[2][%d] ^ x[3][%d]", j, rot(j, 3), j)
-		if j >= 7 {
-			e += fmt.Sprintf(" ^ x[1][%d]", j-7)
+		i := rot(j, 5) // x0[j] = b0[i]
+		p("x[0][%d] = y[0][%d] ^ x[1][%d] ^ x[3][%d] ^ uint64(int64(k[%d][0]))", j, rot(i, 13), i, i, j)
+		i = rot(j, 22) // x2[j] = b2[i]
+		e := fmt.Sprintf("x[2][%d] = uint64(int64(k[%d][2])) ^ y[2][%d] ^ x[3][%d]", j, j, rot(i, 3), i)
+		if i >= 7 {
+			e += fmt.Sprintf(" ^ x[1][%d]", i-7)
 		}
 		p("%s", e)
-	}
-	for j := range 32 {
-		p("x[0][%d] = b0[%d]", j, rot(j, 5))
-		p("x[2][%d] = b2[%d]", j, rot(j, 22))
 	}
 	p("}")
 	src, err := format.Source(b.Bytes())
