@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"go/format"
 	"math/bits"
+	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -103,49 +105,75 @@ func serpentLTWords(x [4]uint32) [4]uint32 {
 // A circuit is a straight-line program over truth tables of four inputs
 // (bit n of a table is the function's value at input n).
 type circuit struct {
-	lines []string          // Go statements
+	gates []gate
 	names map[uint16]string // computed tables
-	n     int
+	rng   *rand.Rand
+}
+
+type gate struct {
+	name, op, a, b string
+}
+
+// term is one of the values an output is the XOR of.
+type term struct {
+	name string
+	v    uint16
 }
 
 var circuitInputs = [4]uint16{0xaaaa, 0xcccc, 0xf0f0, 0xff00}
 
-func newCircuit() *circuit {
-	c := &circuit{names: map[uint16]string{}}
+func newCircuit(rng *rand.Rand) *circuit {
+	c := &circuit{names: map[uint16]string{}, rng: rng}
 	for i, v := range circuitInputs {
 		c.names[v] = fmt.Sprintf("x%d", i)
 	}
 	return c
 }
 
-func (c *circuit) gate(v uint16, op, a, b string) string {
+func (c *circuit) gate(v uint16, op string, a, b term) term {
 	if name, ok := c.names[v]; ok {
-		return name
+		return term{name, v}
 	}
-	name := fmt.Sprintf("t%d", c.n)
-	c.n++
-	c.lines = append(c.lines, fmt.Sprintf("%s := %s %s %s", name, a, op, b))
+	name := fmt.Sprintf("t%d", len(c.gates))
+	c.gates = append(c.gates, gate{name, op, a.name, b.name})
 	c.names[v] = name
-	return name
+	return term{name, v}
 }
 
-// monomial returns the product of the inputs in mask m (m has 2+ bits).
-func (c *circuit) monomial(m int, tables map[int]uint16) string {
-	if v, ok := tables[m]; ok {
-		return c.names[v]
+// monomial returns the product of the inputs in mask m, splitting off an
+// input whose remaining product is already built if there is one, else a
+// random one.
+func (c *circuit) monomial(m int) term {
+	v := uint16(0xffff)
+	for i := range 4 {
+		if m>>i&1 != 0 {
+			v &= circuitInputs[i]
+		}
 	}
-	lo := bits.TrailingZeros(uint(m))
-	rest := m &^ (1 << lo)
-	var a string
-	var av uint16
-	if bits.OnesCount(uint(rest)) == 1 {
-		a, av = fmt.Sprintf("x%d", bits.TrailingZeros(uint(rest))), circuitInputs[bits.TrailingZeros(uint(rest))]
-	} else {
-		a, av = c.monomial(rest, tables), tables[rest]
+	if name, ok := c.names[v]; ok {
+		return term{name, v}
 	}
-	v := av & circuitInputs[lo]
-	tables[m] = v
-	return c.gate(v, "&", a, fmt.Sprintf("x%d", lo))
+	var split []int
+	for i := range 4 {
+		if m>>i&1 != 0 {
+			split = append(split, i)
+		}
+	}
+	lo := split[c.rng.IntN(len(split))]
+	for _, i := range split {
+		rest := uint16(0xffff)
+		for _, j := range split {
+			if j != i {
+				rest &= circuitInputs[j]
+			}
+		}
+		if _, ok := c.names[rest]; ok {
+			lo = i
+			break
+		}
+	}
+	rest := c.monomial(m &^ (1 << lo))
+	return c.gate(v, "&", rest, term{fmt.Sprintf("x%d", lo), circuitInputs[lo]})
 }
 
 // anf returns the algebraic normal form of output bit b of sbox: the masks
@@ -171,75 +199,203 @@ func anf(sbox *[16]byte, b int) []int {
 	return ms
 }
 
-// sboxCircuit builds outputs outs of sbox from the ANF, sharing monomials
-// and, greedily, pairs of terms that several outputs XOR (Paar's method).
-// It returns the circuit and each output's expression.
-func sboxCircuit(sbox *[16]byte, outs []int) (*circuit, []string) {
-	c := newCircuit()
-	tables := map[int]uint16{}
-	type term struct {
-		name string
-		v    uint16
+// sboxCircuit builds outputs outs of sbox from the ANF and returns the
+// circuit, each output's expression and the count of operations: the best
+// of many randomised tries (from a fixed seed, so the output is stable).
+func sboxCircuit(sbox *[16]byte, outs []int) ([]gate, []string) {
+	rng := rand.New(rand.NewPCG(1, uint64(sbox[0])<<8|uint64(sbox[1])))
+	var best []gate
+	var bestExprs []string
+	bestCost := 1 << 30
+	for range 300 {
+		gates, exprs, cost := sboxCircuitTry(sbox, outs, rng)
+		if cost < bestCost {
+			best, bestExprs, bestCost = gates, exprs, cost
+		}
 	}
+	return best, bestExprs
+}
+
+// sboxCircuitTry is one try: the monomials (shared), then, repeatedly, an
+// OR where an output XORs a, b and a&b, or else the pair of terms the most
+// outputs XOR (Paar's method), ties broken at random; unused gates dropped.
+func sboxCircuitTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]gate, []string, int) {
+	c := newCircuit(rng)
 	terms := make([][]term, len(outs))
 	inverted := make([]bool, len(outs))
 	for i, b := range outs {
-		for _, m := range anf(sbox, b) {
-			switch bits.OnesCount(uint(m)) {
-			case 0:
+		ms := anf(sbox, b)
+		rng.Shuffle(len(ms), func(x, y int) { ms[x], ms[y] = ms[y], ms[x] })
+		for _, m := range ms {
+			if m == 0 {
 				inverted[i] = true
-			case 1:
-				w := bits.TrailingZeros(uint(m))
-				terms[i] = append(terms[i], term{fmt.Sprintf("x%d", w), circuitInputs[w]})
-			default:
-				name := c.monomial(m, tables)
-				terms[i] = append(terms[i], term{name, tables[m]})
+			} else {
+				terms[i] = append(terms[i], c.monomial(m))
 			}
 		}
 	}
+	has := func(ts []term, v uint16) bool { return slices.ContainsFunc(ts, func(t term) bool { return t.v == v }) }
 	for {
-		// The pair of terms shared by the most outputs, first found on ties.
+		type cand struct{ a, b term }
+		var ors, pairs []cand
 		count := map[[2]uint16]int{}
-		var best [2]uint16
 		bestN := 1
 		for _, ts := range terms {
-			for a := range ts {
-				for b := a + 1; b < len(ts); b++ {
-					p := [2]uint16{min(ts[a].v, ts[b].v), max(ts[a].v, ts[b].v)}
+			for x := range ts {
+				for y := x + 1; y < len(ts); y++ {
+					a, b := ts[x], ts[y]
+					if a.v > b.v {
+						a, b = b, a
+					}
+					if has(ts, a.v&b.v) && a.v&b.v != a.v && a.v&b.v != b.v {
+						ors = append(ors, cand{a, b})
+					}
+					p := [2]uint16{a.v, b.v}
 					count[p]++
-					if count[p] > bestN {
-						best, bestN = p, count[p]
+					switch {
+					case count[p] > bestN:
+						bestN, pairs = count[p], []cand{{a, b}}
+					case count[p] == bestN:
+						pairs = append(pairs, cand{a, b})
 					}
 				}
 			}
 		}
-		if bestN < 2 {
-			break
-		}
-		v := best[0] ^ best[1]
-		name := c.gate(v, "^", c.names[best[0]], c.names[best[1]])
-		for i, ts := range terms {
-			ia := slices.IndexFunc(ts, func(t term) bool { return t.v == best[0] })
-			ib := slices.IndexFunc(ts, func(t term) bool { return t.v == best[1] })
-			if ia < 0 || ib < 0 {
-				continue
+		switch {
+		case len(ors) > 0:
+			o := ors[rng.IntN(len(ors))]
+			and := o.a.v & o.b.v
+			g := c.gate(o.a.v|o.b.v, "|", o.a, o.b)
+			for i, ts := range terms {
+				if has(ts, o.a.v) && has(ts, o.b.v) && has(ts, and) {
+					ts = slices.DeleteFunc(ts, func(t term) bool { return t.v == o.a.v || t.v == o.b.v || t.v == and })
+					terms[i] = append(ts, g)
+				}
 			}
-			ts = slices.DeleteFunc(ts, func(t term) bool { return t.v == best[0] || t.v == best[1] })
-			terms[i] = append(ts, term{name, v})
+		case len(pairs) > 0 && bestN >= 2:
+			p := pairs[rng.IntN(len(pairs))]
+			g := c.gate(p.a.v^p.b.v, "^", p.a, p.b)
+			for i, ts := range terms {
+				if has(ts, p.a.v) && has(ts, p.b.v) {
+					ts = slices.DeleteFunc(ts, func(t term) bool { return t.v == p.a.v || t.v == p.b.v })
+					terms[i] = append(ts, g)
+				}
+			}
+		default:
+			live := map[string]bool{}
+			exprs := make([]string, len(outs))
+			cost := 0
+			for i, ts := range terms {
+				e := ""
+				for k, t := range ts {
+					live[t.name] = true
+					if k > 0 {
+						e += " ^ "
+						cost++
+					}
+					e += t.name
+				}
+				if inverted[i] {
+					e = "^(" + e + ")"
+					cost++
+				}
+				exprs[i] = e
+			}
+			var gates []gate
+			for k := len(c.gates) - 1; k >= 0; k-- {
+				if g := c.gates[k]; live[g.name] {
+					live[g.a], live[g.b] = true, true
+					gates = append(gates, g)
+				}
+			}
+			slices.Reverse(gates)
+			return gates, exprs, cost + len(gates)
 		}
 	}
-	exprs := make([]string, len(outs))
-	for i, ts := range terms {
-		e := ts[0].name
-		for _, t := range ts[1:] {
-			e += " ^ " + t.name
-		}
-		if inverted[i] {
-			e = "^(" + e + ")"
-		}
-		exprs[i] = e
+}
+
+var circuitName = regexp.MustCompile(`\b[xt][0-9]+\b`)
+
+// scheduleCircuit orders a circuit's statements so that few values are
+// live at once (the compiler keeps source order, and spills what does not
+// fit in registers): the stores one after another, in the order of the 24
+// that needs the fewest, each preceded by the loads (load is their format,
+// taking the input's number twice) and gates it needs, depth first.
+func scheduleCircuit(gates []gate, stores []string, load string) []string {
+	byName := map[string]gate{}
+	for _, g := range gates {
+		byName[g.name] = g
 	}
-	return c, exprs
+	var best []string
+	bestLive := 1 << 30
+	perm := make([]int, len(stores))
+	for i := range perm {
+		perm[i] = i
+	}
+	var permute func(k int)
+	try := func() {
+		var lines []string
+		var defs, uses [][]string // per line
+		done := map[string]bool{}
+		var emit func(name string)
+		emit = func(name string) {
+			if done[name] {
+				return
+			}
+			done[name] = true
+			if g, ok := byName[name]; ok {
+				emit(g.a)
+				emit(g.b)
+				lines = append(lines, fmt.Sprintf("%s := %s %s %s", g.name, g.a, g.op, g.b))
+				defs, uses = append(defs, []string{name}), append(uses, []string{g.a, g.b})
+				return
+			}
+			var w int
+			fmt.Sscanf(name, "x%d", &w)
+			lines = append(lines, fmt.Sprintf(load, w, w))
+			defs, uses = append(defs, []string{name}), append(uses, nil)
+		}
+		for _, i := range perm {
+			names := circuitName.FindAllString(stores[i], -1)
+			for _, n := range names {
+				emit(n)
+			}
+			lines = append(lines, stores[i])
+			defs, uses = append(defs, nil), append(uses, names)
+		}
+		last := map[string]int{}
+		for i, us := range uses {
+			for _, u := range us {
+				last[u] = i
+			}
+		}
+		live, most := 0, 0
+		for i := range lines {
+			live += len(defs[i])
+			most = max(most, live)
+			for _, u := range slices.Compact(slices.Sorted(slices.Values(uses[i]))) {
+				if last[u] == i {
+					live--
+				}
+			}
+		}
+		if most < bestLive {
+			best, bestLive = lines, most
+		}
+	}
+	permute = func(k int) {
+		if k == len(perm) {
+			try()
+			return
+		}
+		for i := k; i < len(perm); i++ {
+			perm[k], perm[i] = perm[i], perm[k]
+			permute(k + 1)
+			perm[k], perm[i] = perm[i], perm[k]
+		}
+	}
+	permute(0)
+	return best
 }
 
 // genSerpent writes serpent_circuits.go: each S-box as a pass over the 32
@@ -264,37 +420,31 @@ func genSerpent(t *testing.T) []byte {
 	p("}")
 	p("}")
 	for s := range 8 {
-		c, exprs := sboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
+		gates, exprs := sboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
 		p("")
 		p("func serpentS%d(x, y *serpentState) {", s)
 		p("_, _ = x[0][0], y[0][0] // nil checks, once")
 		p("for j := range 32 {")
+		stores := make([]string, 4)
 		for w := range 4 {
-			p("x%d := x[%d][j]", w, w)
+			stores[w] = fmt.Sprintf("y[%d][j] = %s", w, exprs[w])
 		}
-		for _, l := range c.lines {
+		for _, l := range scheduleCircuit(gates, stores, "x%d := x[%d][j]") {
 			p("%s", l)
-		}
-		for w := range 4 {
-			p("y[%d][j] = %s", w, exprs[w])
 		}
 		p("}")
 		p("}")
 	}
 	// The last round: output word 0, bits 0..7 (byte 0), of S7 after K31,
 	// plus K32.
-	c, exprs := sboxCircuit(&serpentSbox[7], []int{0})
+	gates, exprs := sboxCircuit(&serpentSbox[7], []int{0})
 	p("")
 	p("// serpentLast is the last round's S7 and K32 for bits 0..7 of word 0.")
 	p("func serpentLast(x *serpentState, k32 *serpentRoundKey, out *[8]uint64) {")
 	p("for j := range 8 {")
-	for w := range 4 {
-		p("x%d := x[%d][j]", w, w)
-	}
-	for _, l := range c.lines {
+	for _, l := range scheduleCircuit(gates, []string{fmt.Sprintf("out[j] = %s ^ uint64(int64(k32[j][0]))", exprs[0])}, "x%d := x[%d][j]") {
 		p("%s", l)
 	}
-	p("out[j] = %s ^ uint64(int64(k32[j][0]))", exprs[0])
 	p("}")
 	p("}")
 	// The linear transform, rotations as renumbering:
