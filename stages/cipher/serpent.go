@@ -41,8 +41,10 @@ type serpentState [4][32]uint64
 // its word w is set, else 0 (sign-extended, it XORs all 64 blocks).
 type serpentRoundKey [32][4]int8
 
-// serpentBulk is a keyed Serpent: k[0] and k[32] as the specification has
-// them, k[1..31] adjusted for serpentLT, which adds them.
+// serpentBulk is a keyed Serpent: k[0] as the specification has it,
+// k[1..32] with the inversions the S-box circuits leave out added
+// (serpentSboxNot through the linear transform, serpentLastNot), k[1..31]
+// adjusted for serpentLT, which adds them.
 type serpentBulk struct {
 	k [33]serpentRoundKey
 }
@@ -91,8 +93,23 @@ func newSerpentBulk(key []byte) (bulk, error) {
 			}
 		}
 	}
-	for r := 1; r < 32; r++ {
-		serpentAdjust(&s.k[r])
+	for r := range 31 {
+		var not [4]uint32
+		for i := range 4 {
+			not[i] = -uint32(serpentSboxNot[r&7] >> i & 1)
+		}
+		not = serpentLTWords(not)
+		for j := range 32 {
+			for i := range 4 {
+				s.k[r+1][j][i] ^= -int8(not[i] >> j & 1)
+			}
+		}
+		serpentAdjust(&s.k[r+1])
+	}
+	if serpentLastNot {
+		for j := range 8 {
+			s.k[32][j][0] ^= -1
+		}
 	}
 	clear(w[:])
 	return s, nil
@@ -159,4 +176,17 @@ func (s *serpentBulk) tail(buf []byte) {
 		s.group(loc[:])
 		copy(buf[16:hi], loc[16:n])
 	}
+}
+
+// serpentLTWords is the linear transform as the specification writes it.
+func serpentLTWords(x [4]uint32) [4]uint32 {
+	x0 := bits.RotateLeft32(x[0], 13)
+	x2 := bits.RotateLeft32(x[2], 3)
+	x1 := x[1] ^ x0 ^ x2
+	x3 := x[3] ^ x2 ^ x0<<3
+	x1 = bits.RotateLeft32(x1, 1)
+	x3 = bits.RotateLeft32(x3, 7)
+	x0 ^= x1 ^ x3
+	x2 ^= x3 ^ x1<<7
+	return [4]uint32{bits.RotateLeft32(x0, 5), x1, bits.RotateLeft32(x2, 22), x3}
 }

@@ -3,8 +3,10 @@
 package cipher
 
 // serpentSboxes applies S-box s to x, into y, as circuits from the
-// S-box's algebraic normal form. (A switch, not a table of funcs: a call
-// through a func value would move x to the heap.)
+// S-box's algebraic normal form, without its constant term: output word w
+// comes out inverted where bit w of serpentSboxNot[s] is set. (A switch,
+// not a table of funcs: a call through a func value would move x to the
+// heap.)
 func serpentSboxes(s int, x, y *serpentState) {
 	switch s {
 	case 0:
@@ -40,11 +42,11 @@ func serpentS0(x, y *serpentState) {
 		t12 := t0 | t11
 		t2 := t0 & x3
 		t14 := t2 ^ x0
-		y[1][j] = ^(t12 ^ t14)
+		y[1][j] = t12 ^ t14
 		t5 := x1 & x0
 		t8 := t5 | t0
 		t13 := t1 | x3
-		y[0][j] = ^(x2 ^ t8 ^ t13 ^ t14)
+		y[0][j] = x2 ^ t8 ^ t13 ^ t14
 		t4 := t1 & x3
 		t9 := x1 | x3
 		y[2][j] = t4 ^ t8 ^ t9
@@ -65,19 +67,19 @@ func serpentS1(x, y *serpentState) {
 		t0 := x3 & x2
 		t12 := t2 | t0
 		t13 := t4 | t12
-		y[0][j] = ^(x1 ^ x0 ^ t13)
+		y[0][j] = x1 ^ x0 ^ t13
 		t7 := x1 & x0
 		t15 := t7 ^ x2
-		y[2][j] = ^(x3 ^ x1 ^ t15)
+		y[2][j] = x3 ^ x1 ^ t15
 		t10 := t4 | x1
 		t3 := t0 & x1
 		t5 := x2 & x0
 		t11 := t5 | x3
 		t14 := t3 ^ t11
-		y[3][j] = ^(t10 ^ t14)
+		y[3][j] = t10 ^ t14
 		t6 := x3 & x1
 		t9 := x0 | t6
-		y[1][j] = ^(t9 ^ t14 ^ t15)
+		y[1][j] = t9 ^ t14 ^ t15
 	}
 }
 
@@ -94,7 +96,7 @@ func serpentS2(x, y *serpentState) {
 		t7 := x3 & x1
 		t4 := x2 & x1
 		t6 := t4 & x0
-		y[3][j] = ^(x0 ^ t7 ^ t6 ^ t11)
+		y[3][j] = x0 ^ t7 ^ t6 ^ t11
 		t10 := x1 | x3
 		t1 := x3 & x0
 		t2 := t1 & x1
@@ -154,7 +156,7 @@ func serpentS4(x, y *serpentState) {
 		y[2][j] = x2 ^ t10 ^ t14
 		t1 := x3 & x0
 		t12 := x1 | x3
-		y[0][j] = ^(t1 ^ t2 ^ x2 ^ t12)
+		y[0][j] = t1 ^ t2 ^ x2 ^ t12
 		t13 := x1 | x2
 		y[3][j] = t1 ^ t10 ^ t13
 	}
@@ -170,20 +172,20 @@ func serpentS5(x, y *serpentState) {
 		t2 := x1 & x0
 		x2 := x[2][j]
 		t12 := x1 | x3
-		y[0][j] = ^(t1 ^ t2 ^ x2 ^ t12)
+		y[0][j] = t1 ^ t2 ^ x2 ^ t12
 		t13 := x2 | x3
 		t0 := x3 & x1
 		t14 := x0 | t0
-		y[1][j] = ^(t2 ^ t13 ^ t14)
+		y[1][j] = t2 ^ t13 ^ t14
 		t4 := t0 & x0
 		t3 := x3 & x2
 		t9 := x1 | t3
 		t7 := x2 & x0
 		t11 := t7 | x3
-		y[2][j] = ^(t4 ^ t9 ^ t11)
+		y[2][j] = t4 ^ t9 ^ t11
 		t8 := t7 & x1
 		t10 := t1 | x2
-		y[3][j] = ^(x0 ^ x3 ^ t8 ^ x1 ^ t10)
+		y[3][j] = x0 ^ x3 ^ t8 ^ x1 ^ t10
 	}
 }
 
@@ -195,7 +197,7 @@ func serpentS6(x, y *serpentState) {
 		x3 := x[3][j]
 		x0 := x[0][j]
 		t8 := x3 & x0
-		y[1][j] = ^(x2 ^ x1 ^ t8)
+		y[1][j] = x2 ^ x1 ^ t8
 		t0 := x3 & x2
 		t4 := x1 & x0
 		t9 := t4 | x2
@@ -204,11 +206,11 @@ func serpentS6(x, y *serpentState) {
 		t12 := t6 | t2
 		t3 := t2 & x0
 		t14 := t3 ^ x0
-		y[2][j] = ^(t0 ^ t9 ^ t12 ^ t14)
+		y[2][j] = t0 ^ t9 ^ t12 ^ t14
 		t7 := x2 & x0
 		t10 := t7 | x1
 		t13 := t6 | x3
-		y[0][j] = ^(x2 ^ t10 ^ t13 ^ t14)
+		y[0][j] = x2 ^ t10 ^ t13 ^ t14
 		t11 := x1 | t0
 		y[3][j] = x3 ^ t7 ^ t9 ^ t11
 	}
@@ -227,7 +229,7 @@ func serpentS7(x, y *serpentState) {
 		t4 := x3 & x0
 		t0 := x3 & x2
 		t13 := t4 | t0
-		y[0][j] = ^(t3 ^ t11 ^ t13)
+		y[0][j] = t3 ^ t11 ^ t13
 		t7 := x2 & x0
 		t10 := t7 | t4
 		t15 := t3 | x3
@@ -242,6 +244,12 @@ func serpentS7(x, y *serpentState) {
 	}
 }
 
+// serpentSboxNot are the outputs serpentSboxes leaves inverted.
+var serpentSboxNot = [8]uint8{3, 15, 8, 0, 1, 15, 7, 1}
+
+// serpentLastNot says whether serpentLast's output comes out inverted.
+const serpentLastNot = true
+
 // serpentLast is the last round's S7 and K32 for bits 0..7 of word 0.
 func serpentLast(x *serpentState, k32 *serpentRoundKey, out *[8]uint64) {
 	for j := range 8 {
@@ -255,7 +263,7 @@ func serpentLast(x *serpentState, k32 *serpentRoundKey, out *[8]uint64) {
 		t6 := t5 | t1
 		t0 := x3 & x1
 		t7 := t0 | x2
-		out[j] = ^(t4 ^ t6 ^ t7) ^ uint64(int64(k32[j][0]))
+		out[j] = t4 ^ t6 ^ t7 ^ uint64(int64(k32[j][0]))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"go/format"
-	"math/bits"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -58,7 +57,7 @@ func TestSerpentCircuits(t *testing.T) {
 				for w := range 4 {
 					out |= int(y[w][j]>>n&1) << w
 				}
-				if want := int(serpentSbox[s][(n+j)&15]); out != want {
+				if want := int(serpentSbox[s][(n+j)&15] ^ serpentSboxNot[s]); out != want {
 					t.Fatalf("S%d(%d) = %d, want %d", s, (n+j)&15, out, want)
 				}
 			}
@@ -87,19 +86,6 @@ func TestSerpentCircuits(t *testing.T) {
 			}
 		}
 	}
-}
-
-// serpentLTWords is the linear transform as the specification writes it.
-func serpentLTWords(x [4]uint32) [4]uint32 {
-	x0 := bits.RotateLeft32(x[0], 13)
-	x2 := bits.RotateLeft32(x[2], 3)
-	x1 := x[1] ^ x0 ^ x2
-	x3 := x[3] ^ x2 ^ x0<<3
-	x1 = bits.RotateLeft32(x1, 1)
-	x3 = bits.RotateLeft32(x3, 7)
-	x0 ^= x1 ^ x3
-	x2 ^= x3 ^ x1<<7
-	return [4]uint32{bits.RotateLeft32(x0, 5), x1, bits.RotateLeft32(x2, 22), x3}
 }
 
 // A circuit is a straight-line program over truth tables of four inputs
@@ -200,9 +186,11 @@ func anf(sbox *[16]byte, b int) []int {
 }
 
 // sboxCircuit builds outputs outs of sbox from the ANF and returns the
-// circuit, each output's expression and the count of operations: the best
-// of many randomised tries (from a fixed seed, so the output is stable).
-func sboxCircuit(sbox *[16]byte, outs []int) ([]gate, []string) {
+// circuit, each output's expression and which outputs it computes inverted
+// (bit i for outs[i]; their ANF has the constant 1, left to the round key):
+// the best of many randomised tries (from a fixed seed, so the output is
+// stable).
+func sboxCircuit(sbox *[16]byte, outs []int) ([]gate, []string, uint8) {
 	rng := rand.New(rand.NewPCG(1, uint64(sbox[0])<<8|uint64(sbox[1])))
 	var best []gate
 	var bestExprs []string
@@ -213,7 +201,13 @@ func sboxCircuit(sbox *[16]byte, outs []int) ([]gate, []string) {
 			best, bestExprs, bestCost = gates, exprs, cost
 		}
 	}
-	return best, bestExprs
+	var not uint8
+	for i, b := range outs {
+		if anf(sbox, b)[0] == 0 {
+			not |= 1 << i
+		}
+	}
+	return best, bestExprs, not
 }
 
 // sboxCircuitTry is one try: the monomials (shared), then, repeatedly, an
@@ -222,14 +216,11 @@ func sboxCircuit(sbox *[16]byte, outs []int) ([]gate, []string) {
 func sboxCircuitTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]gate, []string, int) {
 	c := newCircuit(rng)
 	terms := make([][]term, len(outs))
-	inverted := make([]bool, len(outs))
 	for i, b := range outs {
 		ms := anf(sbox, b)
 		rng.Shuffle(len(ms), func(x, y int) { ms[x], ms[y] = ms[y], ms[x] })
 		for _, m := range ms {
-			if m == 0 {
-				inverted[i] = true
-			} else {
+			if m != 0 {
 				terms[i] = append(terms[i], c.monomial(m))
 			}
 		}
@@ -294,10 +285,6 @@ func sboxCircuitTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]gate, []strin
 						cost++
 					}
 					e += t.name
-				}
-				if inverted[i] {
-					e = "^(" + e + ")"
-					cost++
 				}
 				exprs[i] = e
 			}
@@ -409,8 +396,10 @@ func genSerpent(t *testing.T) []byte {
 	p("package cipher")
 	p("")
 	p("// serpentSboxes applies S-box s to x, into y, as circuits from the")
-	p("// S-box's algebraic normal form. (A switch, not a table of funcs: a call")
-	p("// through a func value would move x to the heap.)")
+	p("// S-box's algebraic normal form, without its constant term: output word w")
+	p("// comes out inverted where bit w of serpentSboxNot[s] is set. (A switch,")
+	p("// not a table of funcs: a call through a func value would move x to the")
+	p("// heap.)")
 	p("func serpentSboxes(s int, x, y *serpentState) {")
 	p("switch s {")
 	for s := range 8 {
@@ -419,8 +408,10 @@ func genSerpent(t *testing.T) []byte {
 	}
 	p("}")
 	p("}")
+	nots := make([]uint8, 8)
 	for s := range 8 {
-		gates, exprs := sboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
+		gates, exprs, not := sboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
+		nots[s] = not
 		p("")
 		p("func serpentS%d(x, y *serpentState) {", s)
 		p("_, _ = x[0][0], y[0][0] // nil checks, once")
@@ -437,7 +428,13 @@ func genSerpent(t *testing.T) []byte {
 	}
 	// The last round: output word 0, bits 0..7 (byte 0), of S7 after K31,
 	// plus K32.
-	gates, exprs := sboxCircuit(&serpentSbox[7], []int{0})
+	p("")
+	p("// serpentSboxNot are the outputs serpentSboxes leaves inverted.")
+	p("var serpentSboxNot = [8]uint8{%d, %d, %d, %d, %d, %d, %d, %d}", nots[0], nots[1], nots[2], nots[3], nots[4], nots[5], nots[6], nots[7])
+	gates, exprs, not := sboxCircuit(&serpentSbox[7], []int{0})
+	p("")
+	p("// serpentLastNot says whether serpentLast's output comes out inverted.")
+	p("const serpentLastNot = %v", not != 0)
 	p("")
 	p("// serpentLast is the last round's S7 and K32 for bits 0..7 of word 0.")
 	p("func serpentLast(x *serpentState, k32 *serpentRoundKey, out *[8]uint64) {")
