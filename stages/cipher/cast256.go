@@ -115,67 +115,55 @@ func (c *cast256Bulk) one(b []byte) byte {
 	return byte(w0)
 }
 
-// four is one for the four blocks at b[0:16], b[1:17], b[2:18], b[3:19],
-// step by step, so that their table loads overlap.
-func (c *cast256Bulk) four(b []byte) (byte, byte, byte, byte) {
-	_ = b[18]
+// two is one for the two blocks at b[0:16] and b[1:17], step by step, so
+// that their table loads overlap. (Four blocks need more registers than
+// amd64 has, and run no faster.)
+func (c *cast256Bulk) two(b []byte) (byte, byte) {
+	_ = b[16]
 	a0, a1, a2, a3 := cast256Load(b[0:16])
 	b0, b1, b2, b3 := cast256Load(b[1:17])
-	c0, c1, c2, c3 := cast256Load(b[2:18])
-	d0, d1, d2, d3 := cast256Load(b[3:19])
 	for i := range 6 {
 		q := &c.q[i]
-		r, m := q.kr[0], q.km[0]
-		a2 ^= cast256F1(a3, r, m)
-		b2 ^= cast256F1(b3, r, m)
-		c2 ^= cast256F1(c3, r, m)
-		d2 ^= cast256F1(d3, r, m)
-		r, m = q.kr[1], q.km[1]
-		a1 ^= cast256F2(a2, r, m)
-		b1 ^= cast256F2(b2, r, m)
-		c1 ^= cast256F2(c2, r, m)
-		d1 ^= cast256F2(d2, r, m)
-		r, m = q.kr[2], q.km[2]
-		a0 ^= cast256F3(a1, r, m)
-		b0 ^= cast256F3(b1, r, m)
-		c0 ^= cast256F3(c1, r, m)
-		d0 ^= cast256F3(d1, r, m)
-		r, m = q.kr[3], q.km[3]
-		a3 ^= cast256F1(a0, r, m)
-		b3 ^= cast256F1(b0, r, m)
-		c3 ^= cast256F1(c0, r, m)
-		d3 ^= cast256F1(d0, r, m)
+		a2 ^= cast256F1(a3, q.kr[0], q.km[0])
+		b2 ^= cast256F1(b3, q.kr[0], q.km[0])
+		a1 ^= cast256F2(a2, q.kr[1], q.km[1])
+		b1 ^= cast256F2(b2, q.kr[1], q.km[1])
+		a0 ^= cast256F3(a1, q.kr[2], q.km[2])
+		b0 ^= cast256F3(b1, q.kr[2], q.km[2])
+		a3 ^= cast256F1(a0, q.kr[3], q.km[3])
+		b3 ^= cast256F1(b0, q.kr[3], q.km[3])
 	}
-	for i := 6; i < 12; i++ {
+	for i := 6; i < 11; i++ {
 		q := &c.q[i]
-		r, m := q.kr[3], q.km[3]
-		a3 ^= cast256F1(a0, r, m)
-		b3 ^= cast256F1(b0, r, m)
-		c3 ^= cast256F1(c0, r, m)
-		d3 ^= cast256F1(d0, r, m)
-		r, m = q.kr[2], q.km[2]
-		a0 ^= cast256F3(a1, r, m)
-		b0 ^= cast256F3(b1, r, m)
-		c0 ^= cast256F3(c1, r, m)
-		d0 ^= cast256F3(d1, r, m)
-		if i == 11 {
-			break
-		}
-		r, m = q.kr[1], q.km[1]
-		a1 ^= cast256F2(a2, r, m)
-		b1 ^= cast256F2(b2, r, m)
-		c1 ^= cast256F2(c2, r, m)
-		d1 ^= cast256F2(d2, r, m)
-		r, m = q.kr[0], q.km[0]
-		a2 ^= cast256F1(a3, r, m)
-		b2 ^= cast256F1(b3, r, m)
-		c2 ^= cast256F1(c3, r, m)
-		d2 ^= cast256F1(d3, r, m)
+		a3 ^= cast256F1(a0, q.kr[3], q.km[3])
+		b3 ^= cast256F1(b0, q.kr[3], q.km[3])
+		a0 ^= cast256F3(a1, q.kr[2], q.km[2])
+		b0 ^= cast256F3(b1, q.kr[2], q.km[2])
+		a1 ^= cast256F2(a2, q.kr[1], q.km[1])
+		b1 ^= cast256F2(b2, q.kr[1], q.km[1])
+		a2 ^= cast256F1(a3, q.kr[0], q.km[0])
+		b2 ^= cast256F1(b3, q.kr[0], q.km[0])
 	}
-	return byte(a0), byte(b0), byte(c0), byte(d0)
+	q := &c.q[11]
+	a3 ^= cast256F1(a0, q.kr[3], q.km[3])
+	b3 ^= cast256F1(b0, q.kr[3], q.km[3])
+	a0 ^= cast256F3(a1, q.kr[2], q.km[2])
+	b0 ^= cast256F3(b1, q.kr[2], q.km[2])
+	return byte(a0), byte(b0)
 }
 
-func (c *cast256Bulk) tail(buf []byte) { tail16(buf, c.four, c.one) }
+func (c *cast256Bulk) tail(buf []byte) {
+	i := len(buf) // one past the highest position left
+	for ; i-2 >= 16; i -= 2 {
+		p := i - 2
+		k0, k1 := c.two(buf[p-16 : p+1])
+		buf[p] ^= k0
+		buf[p+1] ^= k1
+	}
+	if i > 16 {
+		buf[i-1] ^= c.one(buf[i-17 : i-1])
+	}
+}
 
 // cast256S are the S-boxes S1..S4 of RFC 2612 (CAST-128's first four).
 var cast256S = [4][256]uint32{

@@ -185,71 +185,47 @@ func (t *twofishBulk) one(b []byte) byte {
 	return byte(bits.RotateLeft32(r2^(x+y+k[0]), -1) ^ t.k[4])
 }
 
-// four is one for the four blocks at b[0:16], b[1:17], b[2:18], b[3:19],
-// their rounds interleaved so that the table loads overlap.
-func (t *twofishBulk) four(b []byte) (byte, byte, byte, byte) {
+// two is one for the two blocks at b[0:16] and b[1:17], their rounds
+// interleaved so that the table loads overlap. (Four blocks need more
+// registers than amd64 has, and run no faster.)
+func (t *twofishBulk) two(b []byte) (byte, byte) {
 	s0, s1, s2, s3 := &t.s[0], &t.s[1], &t.s[2], &t.s[3]
 	g := func(x uint32) uint32 { return s0[byte(x)] ^ s1[byte(x>>8)] ^ s2[byte(x>>16)] ^ s3[x>>24] }
-	_ = b[18]
+	// g8 is g of x rotated left by 8.
+	g8 := func(x uint32) uint32 { return s0[x>>24] ^ s1[byte(x)] ^ s2[byte(x>>8)] ^ s3[byte(x>>16)] }
+	_ = b[16]
 	a0, a1, a2, a3 := t.in(b[0:16])
 	b0, b1, b2, b3 := t.in(b[1:17])
-	c0, c1, c2, c3 := t.in(b[2:18])
-	d0, d1, d2, d3 := t.in(b[3:19])
-	k := t.k[8:]
-	for range 7 {
-		k0, k1, k2, k3 := k[0], k[1], k[2], k[3]
-		xa, ya := g(a0), g(bits.RotateLeft32(a1, 8))
-		xb, yb := g(b0), g(bits.RotateLeft32(b1, 8))
-		xc, yc := g(c0), g(bits.RotateLeft32(c1, 8))
-		xd, yd := g(d0), g(bits.RotateLeft32(d1, 8))
-		a2 = bits.RotateLeft32(a2^(xa+ya+k0), -1)
-		a3 = bits.RotateLeft32(a3, 1) ^ (xa + 2*ya + k1)
-		b2 = bits.RotateLeft32(b2^(xb+yb+k0), -1)
-		b3 = bits.RotateLeft32(b3, 1) ^ (xb + 2*yb + k1)
-		c2 = bits.RotateLeft32(c2^(xc+yc+k0), -1)
-		c3 = bits.RotateLeft32(c3, 1) ^ (xc + 2*yc + k1)
-		d2 = bits.RotateLeft32(d2^(xd+yd+k0), -1)
-		d3 = bits.RotateLeft32(d3, 1) ^ (xd + 2*yd + k1)
-		xa, ya = g(a2), g(bits.RotateLeft32(a3, 8))
-		xb, yb = g(b2), g(bits.RotateLeft32(b3, 8))
-		xc, yc = g(c2), g(bits.RotateLeft32(c3, 8))
-		xd, yd = g(d2), g(bits.RotateLeft32(d3, 8))
-		a0 = bits.RotateLeft32(a0^(xa+ya+k2), -1)
-		a1 = bits.RotateLeft32(a1, 1) ^ (xa + 2*ya + k3)
-		b0 = bits.RotateLeft32(b0^(xb+yb+k2), -1)
-		b1 = bits.RotateLeft32(b1, 1) ^ (xb + 2*yb + k3)
-		c0 = bits.RotateLeft32(c0^(xc+yc+k2), -1)
-		c1 = bits.RotateLeft32(c1, 1) ^ (xc + 2*yc + k3)
-		d0 = bits.RotateLeft32(d0^(xd+yd+k2), -1)
-		d1 = bits.RotateLeft32(d1, 1) ^ (xd + 2*yd + k3)
-		k = k[4:]
+	for r := 0; r < 7; r++ {
+		k := (*[4]uint32)(t.k[8+4*r:])
+		xa, ya := g(a0), g8(a1)
+		xb, yb := g(b0), g8(b1)
+		a2 = bits.RotateLeft32(a2^(xa+ya+k[0]), -1)
+		a3 = bits.RotateLeft32(a3, 1) ^ (xa + 2*ya + k[1])
+		b2 = bits.RotateLeft32(b2^(xb+yb+k[0]), -1)
+		b3 = bits.RotateLeft32(b3, 1) ^ (xb + 2*yb + k[1])
+		xa, ya = g(a2), g8(a3)
+		xb, yb = g(b2), g8(b3)
+		a0 = bits.RotateLeft32(a0^(xa+ya+k[2]), -1)
+		a1 = bits.RotateLeft32(a1, 1) ^ (xa + 2*ya + k[3])
+		b0 = bits.RotateLeft32(b0^(xb+yb+k[2]), -1)
+		b1 = bits.RotateLeft32(b1, 1) ^ (xb + 2*yb + k[3])
 	}
-	k0, k4 := k[0], t.k[4]
-	ra := a2 ^ (g(a0) + g(bits.RotateLeft32(a1, 8)) + k0)
-	rb := b2 ^ (g(b0) + g(bits.RotateLeft32(b1, 8)) + k0)
-	rc := c2 ^ (g(c0) + g(bits.RotateLeft32(c1, 8)) + k0)
-	rd := d2 ^ (g(d0) + g(bits.RotateLeft32(d1, 8)) + k0)
-	return byte(bits.RotateLeft32(ra, -1) ^ k4), byte(bits.RotateLeft32(rb, -1) ^ k4),
-		byte(bits.RotateLeft32(rc, -1) ^ k4), byte(bits.RotateLeft32(rd, -1) ^ k4)
+	k0, k4 := t.k[36], t.k[4]
+	ra := a2 ^ (g(a0) + g8(a1) + k0)
+	rb := b2 ^ (g(b0) + g8(b1) + k0)
+	return byte(bits.RotateLeft32(ra, -1) ^ k4), byte(bits.RotateLeft32(rb, -1) ^ k4)
 }
 
 func (t *twofishBulk) tail(buf []byte) {
-	tail16(buf, t.four, t.one)
-}
-
-// tail16 is the tail loop of a 16-byte block cipher given its first-byte
-// functions for four consecutive registers and for one.
-func tail16(buf []byte, four func([]byte) (byte, byte, byte, byte), one func([]byte) byte) {
 	i := len(buf) // one past the highest position left
-	for ; i-4 >= 16; i -= 4 {
-		p := i - 4
-		k0, k1, k2, k3 := four(buf[p-16 : p+3])
+	for ; i-2 >= 16; i -= 2 {
+		p := i - 2
+		k0, k1 := t.two(buf[p-16 : p+1])
 		buf[p] ^= k0
 		buf[p+1] ^= k1
-		buf[p+2] ^= k2
-		buf[p+3] ^= k3
 	}
-	for ; i > 16; i-- {
-		buf[i-1] ^= one(buf[i-17 : i-1])
+	if i > 16 {
+		buf[i-1] ^= t.one(buf[i-17 : i-1])
 	}
 }
