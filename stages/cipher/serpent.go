@@ -41,10 +41,11 @@ type serpentState [4][32]uint64
 // its word w is set, else 0 (sign-extended, it XORs all 64 blocks).
 type serpentRoundKey [32][4]int8
 
-// serpentBulk is a keyed Serpent: k[0] as the specification has it,
-// k[1..32] with the inversions the S-box circuits leave out added
-// (serpentSboxNot through the linear transform, serpentLastNot), k[1..31]
-// adjusted for serpentLT, which adds them.
+// serpentBulk is a keyed Serpent: its round keys as the specification has
+// them plus the constants the S-box circuits leave out (serpentSboxIn and
+// serpentLastIn before an S-box; serpentSboxNot after one, through the
+// linear transform, and serpentLastNot), k[1..31] adjusted for serpentLT,
+// which adds them.
 type serpentBulk struct {
 	k [33]serpentRoundKey
 }
@@ -90,6 +91,17 @@ func newSerpentBulk(key []byte) (bulk, error) {
 			out := sb[in]
 			for i := range 4 {
 				s.k[r][j][i] = -int8(out >> i & 1)
+			}
+		}
+	}
+	for r := range 32 {
+		in := uint8(serpentLastIn)
+		if r < 31 {
+			in = serpentSboxIn[r&7]
+		}
+		for j := range 32 {
+			for i := range 4 {
+				s.k[r][j][i] ^= -int8(in >> i & 1)
 			}
 		}
 	}

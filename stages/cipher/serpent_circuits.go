@@ -3,10 +3,10 @@
 package cipher
 
 // serpentSboxes applies S-box s to x, into y, as circuits from the
-// S-box's algebraic normal form, without its constant term: output word w
-// comes out inverted where bit w of serpentSboxNot[s] is set. (A switch,
-// not a table of funcs: a call through a func value would move x to the
-// heap.)
+// S-box's algebraic normal form, without its constant term, and taking
+// x plus a constant: it computes S(x^serpentSboxIn[s])^serpentSboxNot[s],
+// word w of those constants all ones where bit w is set. (A switch, not a
+// table of funcs: a call through a func value would move x to the heap.)
 func serpentSboxes(s int, x, y *serpentState) {
 	switch s {
 	case 0:
@@ -32,26 +32,24 @@ func serpentS0(x, y *serpentState) {
 	_, _ = x[0][0], y[0][0] // nil checks, once
 	for j := range 32 {
 		x2 := x[2][j]
-		x0 := x[0][j]
-		t0 := x2 & x0
 		x1 := x[1][j]
 		t1 := x2 & x1
+		x0 := x[0][j]
+		t5 := t1 & x0
 		x3 := x[3][j]
-		t6 := x3 & x1
-		t11 := t1 | t6
-		t12 := t0 | t11
-		t2 := t0 & x3
-		t14 := t2 ^ x0
-		y[1][j] = t12 ^ t14
-		t5 := x1 & x0
-		t8 := t5 | t0
-		t13 := t1 | x3
-		y[0][j] = x2 ^ t8 ^ t13 ^ t14
-		t4 := t1 & x3
-		t9 := x1 | x3
-		y[2][j] = t4 ^ t8 ^ t9
-		t10 := x0 | x3
-		y[3][j] = x1 ^ x2 ^ t10
+		t0 := x3 & x2
+		t9 := x1 | t0
+		y[2][j] = t5 ^ x0 ^ x3 ^ t9
+		t12 := x0 | x3
+		y[3][j] = x2 ^ x1 ^ t12
+		t2 := x3 & x1
+		t4 := x3 & x0
+		t8 := t4 | t0
+		t10 := t1 | t8
+		t13 := t5 ^ t10
+		y[0][j] = t2 ^ x1 ^ t13
+		t11 := x0 | x1
+		y[1][j] = x2 ^ t11 ^ t13
 	}
 }
 
@@ -61,25 +59,25 @@ func serpentS1(x, y *serpentState) {
 		x1 := x[1][j]
 		x0 := x[0][j]
 		x3 := x[3][j]
-		t4 := x3 & x0
+		t0 := x3 & x0
 		x2 := x[2][j]
-		t2 := x2 & x1
-		t0 := x3 & x2
-		t12 := t2 | t0
-		t13 := t4 | t12
-		y[0][j] = x1 ^ x0 ^ t13
-		t7 := x1 & x0
-		t15 := t7 ^ x2
-		y[2][j] = x3 ^ x1 ^ t15
-		t10 := t4 | x1
-		t3 := t0 & x1
-		t5 := x2 & x0
-		t11 := t5 | x3
-		t14 := t3 ^ t11
-		y[3][j] = t10 ^ t14
-		t6 := x3 & x1
-		t9 := x0 | t6
-		y[1][j] = t9 ^ t14 ^ t15
+		t3 := x2 & x1
+		t2 := x3 & x2
+		t11 := t3 | t2
+		t12 := t0 | t11
+		y[0][j] = x1 ^ x0 ^ t12
+		t6 := x1 & x0
+		t15 := t6 ^ x2
+		y[2][j] = x1 ^ x3 ^ t15
+		t13 := t0 | x1
+		t4 := t2 & x1
+		t7 := x2 & x0
+		t9 := t7 | x3
+		t14 := t4 ^ t9
+		y[3][j] = t13 ^ t14
+		t5 := x3 & x1
+		t10 := x0 | t5
+		y[1][j] = t10 ^ t14 ^ t15
 	}
 }
 
@@ -89,50 +87,49 @@ func serpentS2(x, y *serpentState) {
 		x2 := x[2][j]
 		x0 := x[0][j]
 		t0 := x2 & x0
-		x3 := x[3][j]
 		x1 := x[1][j]
-		t11 := x1 ^ x2
-		y[0][j] = t0 ^ x3 ^ t11
-		t7 := x3 & x1
-		t4 := x2 & x1
-		t6 := t4 & x0
-		y[3][j] = x0 ^ t7 ^ t6 ^ t11
-		t10 := x1 | x3
-		t1 := x3 & x0
-		t2 := t1 & x1
-		t5 := x3 & x2
-		t9 := x0 | t5
-		t12 := t2 ^ t9
-		y[2][j] = t4 ^ t10 ^ t12
-		t8 := x1 | x2
-		y[1][j] = t1 ^ t6 ^ t8 ^ t12
+		x3 := x[3][j]
+		y[0][j] = t0 ^ x1 ^ x3
+		t6 := x3 & x0
+		t7 := t6 | x1
+		t3 := t0 & x3
+		t11 := t3 ^ x2
+		t5 := x2 & x1
+		t10 := t5 ^ x3
+		t12 := t10 ^ x0
+		y[2][j] = t7 ^ t11 ^ t12
+		t8 := t0 | x1
+		t1 := x3 & x1
+		t9 := x0 | t1
+		y[1][j] = t8 ^ t9 ^ t11
+		y[3][j] = t1 ^ t8 ^ t12
 	}
 }
 
 func serpentS3(x, y *serpentState) {
 	_, _ = x[0][0], y[0][0] // nil checks, once
 	for j := range 32 {
-		x0 := x[0][j]
-		x3 := x[3][j]
 		x1 := x[1][j]
-		t8 := x3 & x1
-		t13 := x0 | t8
-		t7 := x1 & x0
+		x3 := x[3][j]
+		x0 := x[0][j]
+		t0 := x3 & x0
 		x2 := x[2][j]
-		t10 := t7 | x2
-		t16 := t10 ^ x3
-		y[2][j] = t13 ^ t16
-		t5 := x2 & x0
-		t0 := x3 & x2
-		t11 := x0 | t0
-		t1 := x3 & x0
-		t12 := t1 | x1
-		y[1][j] = t5 ^ t11 ^ t12
-		t3 := x2 & x1
-		t14 := t3 | x3
-		t15 := x1 ^ t11
-		y[0][j] = t1 ^ t14 ^ t15
-		y[3][j] = t5 ^ t15 ^ t16
+		t5 := x3 & x2
+		t10 := x0 | t5
+		t4 := x2 & x1
+		t12 := t4 | x3
+		y[0][j] = x1 ^ t0 ^ t10 ^ t12
+		t14 := t0 | x1
+		t7 := x2 & x0
+		t16 := t7 ^ t10
+		y[1][j] = t14 ^ t16
+		t2 := x3 & x1
+		t11 := x0 | t2
+		t9 := x1 & x0
+		t13 := t9 | x2
+		t15 := t13 ^ x3
+		y[2][j] = t11 ^ t15
+		y[3][j] = x1 ^ t15 ^ t16
 	}
 }
 
@@ -143,49 +140,50 @@ func serpentS4(x, y *serpentState) {
 		x1 := x[1][j]
 		t0 := x3 & x1
 		x0 := x[0][j]
+		t1 := x1 & x0
 		x2 := x[2][j]
-		t7 := x2 & x1
-		t4 := x3 & x2
-		t11 := t7 | t4
-		t5 := x2 & x0
-		t15 := t5 | x3
-		y[1][j] = t0 ^ x0 ^ t11 ^ t15
-		t10 := x0 | t0
-		t2 := x1 & x0
-		t14 := t2 | t11
-		y[2][j] = x2 ^ t10 ^ t14
-		t1 := x3 & x0
-		t12 := x1 | x3
-		y[0][j] = t1 ^ t2 ^ x2 ^ t12
-		t13 := x1 | x2
-		y[3][j] = t1 ^ t10 ^ t13
+		t12 := x0 | x3
+		y[0][j] = t0 ^ t1 ^ x2 ^ t12
+		t2 := x3 & x0
+		t10 := t1 | t2
+		t14 := x1 | x2
+		y[3][j] = t0 ^ t10 ^ t14
+		t7 := t1 & x2
+		t11 := t1 | x3
+		t3 := x3 & x2
+		t9 := x1 | t3
+		t15 := x0 ^ t9
+		y[2][j] = t7 ^ t11 ^ t15
+		t13 := t2 | x2
+		y[1][j] = t13 ^ t15
 	}
 }
 
 func serpentS5(x, y *serpentState) {
 	_, _ = x[0][0], y[0][0] // nil checks, once
 	for j := range 32 {
-		x3 := x[3][j]
 		x0 := x[0][j]
-		t1 := x3 & x0
 		x1 := x[1][j]
-		t2 := x1 & x0
+		t12 := x0 | x1
+		x3 := x[3][j]
+		t2 := x3 & x1
 		x2 := x[2][j]
-		t12 := x1 | x3
-		y[0][j] = t1 ^ t2 ^ x2 ^ t12
-		t13 := x2 | x3
-		t0 := x3 & x1
-		t14 := x0 | t0
-		y[1][j] = t2 ^ t13 ^ t14
-		t4 := t0 & x0
-		t3 := x3 & x2
-		t9 := x1 | t3
+		t15 := t2 ^ x2
+		t1 := x3 & x0
+		t16 := t15 ^ t1
+		y[0][j] = t12 ^ t16
+		t4 := x3 & x2
+		t0 := x1 & x0
+		t10 := t0 | x3
+		y[1][j] = t4 ^ t10 ^ t16
+		t5 := t4 & x1
+		t11 := x0 | t2
 		t7 := x2 & x0
-		t11 := t7 | x3
-		y[2][j] = t4 ^ t9 ^ t11
-		t8 := t7 & x1
-		t10 := t1 | x2
-		y[3][j] = x0 ^ x3 ^ t8 ^ x1 ^ t10
+		t13 := t7 | x3
+		t14 := x1 ^ t13
+		y[2][j] = t5 ^ t11 ^ t14
+		t9 := t0 | x2
+		y[3][j] = t9 ^ t14
 	}
 }
 
@@ -194,76 +192,83 @@ func serpentS6(x, y *serpentState) {
 	for j := range 32 {
 		x2 := x[2][j]
 		x1 := x[1][j]
+		t2 := x2 & x1
 		x3 := x[3][j]
+		t7 := x3 & x1
+		t9 := t2 | t7
 		x0 := x[0][j]
-		t8 := x3 & x0
-		y[1][j] = x2 ^ x1 ^ t8
-		t0 := x3 & x2
-		t4 := x1 & x0
-		t9 := t4 | x2
-		t6 := x2 & x1
-		t2 := x3 & x1
-		t12 := t6 | t2
 		t3 := t2 & x0
-		t14 := t3 ^ x0
-		y[2][j] = t0 ^ t9 ^ t12 ^ t14
-		t7 := x2 & x0
-		t10 := t7 | x1
-		t13 := t6 | x3
-		y[0][j] = x2 ^ t10 ^ t13 ^ t14
-		t11 := x1 | t0
-		y[3][j] = x3 ^ t7 ^ t9 ^ t11
+		t12 := t3 ^ x0
+		t13 := x2 ^ x3
+		t14 := t13 ^ x1
+		y[3][j] = t9 ^ t12 ^ t14
+		t4 := x3 & x0
+		y[1][j] = t4 ^ t14
+		t8 := x2 & x0
+		t11 := t7 | x2
+		t10 := t4 | x1
+		t15 := t12 ^ t10
+		y[2][j] = t8 ^ t11 ^ t15
+		t6 := x1 & x0
+		t0 := x3 & x2
+		t16 := t15 | t0
+		y[0][j] = x3 ^ t6 ^ t16
 	}
 }
 
 func serpentS7(x, y *serpentState) {
 	_, _ = x[0][0], y[0][0] // nil checks, once
 	for j := range 32 {
-		x1 := x[1][j]
-		x0 := x[0][j]
-		t3 := x1 & x0
-		x3 := x[3][j]
-		t2 := x3 & x1
 		x2 := x[2][j]
-		t11 := t2 | x2
-		t4 := x3 & x0
+		x1 := x[1][j]
+		t4 := x2 & x1
+		x3 := x[3][j]
 		t0 := x3 & x2
-		t13 := t4 | t0
-		y[0][j] = t3 ^ t11 ^ t13
-		t7 := x2 & x0
-		t10 := t7 | t4
-		t15 := t3 | x3
-		t16 := x1 | x2
-		y[1][j] = t10 ^ t15 ^ t16
-		t8 := x2 & x1
-		t9 := t8 & x0
-		t14 := t4 | x1
-		y[2][j] = x0 ^ x3 ^ t9 ^ t11 ^ t14
-		t12 := x0 | x2
-		y[3][j] = x1 ^ t9 ^ t4 ^ t12
+		x0 := x[0][j]
+		t5 := t0 & x0
+		t6 := x3 & x0
+		t7 := t6 & x1
+		t13 := x0 | x3
+		y[1][j] = t4 ^ t5 ^ t7 ^ t13
+		t11 := t4 | x3
+		t2 := x2 & x0
+		t12 := t2 | x1
+		y[2][j] = t7 ^ t0 ^ t11 ^ t12
+		t3 := x1 & x0
+		t10 := x0 | x2
+		y[0][j] = t3 ^ t5 ^ t10 ^ t11
+		t9 := t3 | x2
+		y[3][j] = x1 ^ t6 ^ t9
 	}
 }
 
-// serpentSboxNot are the outputs serpentSboxes leaves inverted.
-var serpentSboxNot = [8]uint8{3, 15, 8, 0, 1, 15, 7, 1}
+// serpentSboxIn and serpentSboxNot are the constants of serpentSboxes.
+var (
+	serpentSboxIn  = [8]uint8{6, 0, 3, 0, 12, 6, 7, 14}
+	serpentSboxNot = [8]uint8{5, 15, 9, 0, 9, 9, 11, 5}
+)
 
-// serpentLastNot says whether serpentLast's output comes out inverted.
-const serpentLastNot = true
+// serpentLast computes bit 0 of S7(x^serpentLastIn), inverted if
+// serpentLastNot.
+const (
+	serpentLastIn  = 0
+	serpentLastNot = true
+)
 
 // serpentLast is the last round's S7 and K32 for bits 0..7 of word 0.
 func serpentLast(x *serpentState, k32 *serpentRoundKey, out *[8]uint64) {
 	for j := range 8 {
 		x1 := x[1][j]
 		x0 := x[0][j]
-		t4 := x1 & x0
+		t5 := x1 & x0
 		x3 := x[3][j]
-		t5 := x3 & x0
+		t3 := x3 & x1
 		x2 := x[2][j]
-		t1 := x3 & x2
-		t6 := t5 | t1
-		t0 := x3 & x1
-		t7 := t0 | x2
-		out[j] = t4 ^ t6 ^ t7 ^ uint64(int64(k32[j][0]))
+		t7 := t3 | x2
+		t2 := x3 & x0
+		t4 := x3 & x2
+		t8 := t2 | t4
+		out[j] = t5 ^ t7 ^ t8 ^ uint64(int64(k32[j][0]))
 	}
 }
 

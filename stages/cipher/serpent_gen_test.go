@@ -57,7 +57,7 @@ func TestSerpentCircuits(t *testing.T) {
 				for w := range 4 {
 					out |= int(y[w][j]>>n&1) << w
 				}
-				if want := int(serpentSbox[s][(n+j)&15] ^ serpentSboxNot[s]); out != want {
+				if want := int(serpentSbox[s][(n+j)&15^int(serpentSboxIn[s])] ^ serpentSboxNot[s]); out != want {
 					t.Fatalf("S%d(%d) = %d, want %d", s, (n+j)&15, out, want)
 				}
 			}
@@ -185,29 +185,37 @@ func anf(sbox *[16]byte, b int) []int {
 	return ms
 }
 
-// sboxCircuit builds outputs outs of sbox from the ANF and returns the
-// circuit, each output's expression and which outputs it computes inverted
-// (bit i for outs[i]; their ANF has the constant 1, left to the round key):
-// the best of many randomised tries (from a fixed seed, so the output is
-// stable).
-func sboxCircuit(sbox *[16]byte, outs []int) ([]gate, []string, uint8) {
-	rng := rand.New(rand.NewPCG(1, uint64(sbox[0])<<8|uint64(sbox[1])))
-	var best []gate
-	var bestExprs []string
+// sboxCircuit builds outputs outs of sbox from the ANF. The round keys add
+// constants before and after an S-box for free, so it may compute
+// S(x^in)^not instead: it returns the circuit, each output's expression,
+// in, and not (bit i for outs[i]: the outputs whose ANF has the constant 1).
+// It keeps the cheapest of many randomised tries for every in (from fixed
+// seeds, so the output is stable).
+func sboxCircuit(sbox *[16]byte, outs []int) (gates []gate, exprs []string, in, not uint8) {
 	bestCost := 1 << 30
-	for range 300 {
-		gates, exprs, cost := sboxCircuitTry(sbox, outs, rng)
-		if cost < bestCost {
-			best, bestExprs, bestCost = gates, exprs, cost
+	for c := range 16 {
+		var sb [16]byte
+		for n := range 16 {
+			sb[n] = sbox[n^c]
+		}
+		rng := rand.New(rand.NewPCG(uint64(c), uint64(sbox[0])<<8|uint64(sbox[1])))
+		for range 40 {
+			g, e, cost := sboxCircuitTry(&sb, outs, rng)
+			if cost < bestCost {
+				gates, exprs, bestCost, in = g, e, cost, uint8(c)
+			}
 		}
 	}
-	var not uint8
 	for i, b := range outs {
-		if anf(sbox, b)[0] == 0 {
+		var sb [16]byte
+		for n := range 16 {
+			sb[n] = sbox[n^int(in)]
+		}
+		if anf(&sb, b)[0] == 0 {
 			not |= 1 << i
 		}
 	}
-	return best, bestExprs, not
+	return gates, exprs, in, not
 }
 
 // sboxCircuitTry is one try: the monomials (shared), then, repeatedly, an
@@ -396,10 +404,10 @@ func genSerpent(t *testing.T) []byte {
 	p("package cipher")
 	p("")
 	p("// serpentSboxes applies S-box s to x, into y, as circuits from the")
-	p("// S-box's algebraic normal form, without its constant term: output word w")
-	p("// comes out inverted where bit w of serpentSboxNot[s] is set. (A switch,")
-	p("// not a table of funcs: a call through a func value would move x to the")
-	p("// heap.)")
+	p("// S-box's algebraic normal form, without its constant term, and taking")
+	p("// x plus a constant: it computes S(x^serpentSboxIn[s])^serpentSboxNot[s],")
+	p("// word w of those constants all ones where bit w is set. (A switch, not a")
+	p("// table of funcs: a call through a func value would move x to the heap.)")
 	p("func serpentSboxes(s int, x, y *serpentState) {")
 	p("switch s {")
 	for s := range 8 {
@@ -408,10 +416,10 @@ func genSerpent(t *testing.T) []byte {
 	}
 	p("}")
 	p("}")
-	nots := make([]uint8, 8)
+	nots, ins := make([]uint8, 8), make([]uint8, 8)
 	for s := range 8 {
-		gates, exprs, not := sboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
-		nots[s] = not
+		gates, exprs, in, not := sboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
+		nots[s], ins[s] = not, in
 		p("")
 		p("func serpentS%d(x, y *serpentState) {", s)
 		p("_, _ = x[0][0], y[0][0] // nil checks, once")
@@ -429,12 +437,19 @@ func genSerpent(t *testing.T) []byte {
 	// The last round: output word 0, bits 0..7 (byte 0), of S7 after K31,
 	// plus K32.
 	p("")
-	p("// serpentSboxNot are the outputs serpentSboxes leaves inverted.")
-	p("var serpentSboxNot = [8]uint8{%d, %d, %d, %d, %d, %d, %d, %d}", nots[0], nots[1], nots[2], nots[3], nots[4], nots[5], nots[6], nots[7])
-	gates, exprs, not := sboxCircuit(&serpentSbox[7], []int{0})
+	p("// serpentSboxIn and serpentSboxNot are the constants of serpentSboxes.")
+	p("var (")
+	p("serpentSboxIn = [8]uint8{%d, %d, %d, %d, %d, %d, %d, %d}", ins[0], ins[1], ins[2], ins[3], ins[4], ins[5], ins[6], ins[7])
+	p("serpentSboxNot = [8]uint8{%d, %d, %d, %d, %d, %d, %d, %d}", nots[0], nots[1], nots[2], nots[3], nots[4], nots[5], nots[6], nots[7])
+	p(")")
+	gates, exprs, in, not := sboxCircuit(&serpentSbox[7], []int{0})
 	p("")
-	p("// serpentLastNot says whether serpentLast's output comes out inverted.")
-	p("const serpentLastNot = %v", not != 0)
+	p("// serpentLast computes bit 0 of S7(x^serpentLastIn), inverted if")
+	p("// serpentLastNot.")
+	p("const (")
+	p("serpentLastIn = %d", in)
+	p("serpentLastNot = %v", not != 0)
+	p(")")
 	p("")
 	p("// serpentLast is the last round's S7 and K32 for bits 0..7 of word 0.")
 	p("func serpentLast(x *serpentState, k32 *serpentRoundKey, out *[8]uint64) {")
