@@ -115,8 +115,8 @@ func TestEngineRefusals(t *testing.T) {
 			regexp.MustCompile(`no native engine for this method: decryption_method=8 \(blowfish\)`)},
 		{"nocgo-blowfish", nocgo, Config{"decryption_method": "8"},
 			regexp.MustCompile(`decryption_method=8 \(blowfish\) needs libmcrypt, and this nsca_fast was built without cgo, so without libmcrypt`)},
-		{"nocgo-serpent-auto", nocgo, Config{"decryption_method": "20", "decryption_engine": "auto"},
-			regexp.MustCompile(`decryption_method=20 \(serpent\) needs libmcrypt`)},
+		{"nocgo-saferplus-auto", nocgo, Config{"decryption_method": "26", "decryption_engine": "auto"},
+			regexp.MustCompile(`decryption_method=26 \(saferplus\) needs libmcrypt`)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
