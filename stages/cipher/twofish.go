@@ -68,21 +68,31 @@ func makeTwofishQ() (q [2][256]byte) {
 	return q
 }
 
-// gfMulPoly multiplies in GF(2^8) modulo x^8 + the low bits poly.
-func gfMulPoly(a, b, poly byte) byte {
+// twofishGFMul multiplies in GF(2^8) modulo x^8 + the low bits poly,
+// without branches (it sees key bytes).
+func twofishGFMul(a, b, poly byte) byte {
 	var p byte
-	for b != 0 {
-		if b&1 != 0 {
-			p ^= a
-		}
-		hi := a & 0x80
-		a <<= 1
-		if hi != 0 {
-			a ^= poly
-		}
+	for range 8 {
+		p ^= a & -(b & 1)
+		a = a<<1 ^ poly&-(a>>7)
 		b >>= 1
 	}
 	return p
+}
+
+// twofishMDSTab[j][y] is the MDS matrix's column j times y, as a
+// little-endian word: the key schedule looks it up 1024 times per key.
+var twofishMDSTab = makeTwofishMDSTab()
+
+func makeTwofishMDSTab() (m [4][256]uint32) {
+	for j := range 4 {
+		for y := range 256 {
+			for i := range 4 {
+				m[j][y] |= uint32(twofishGFMul(twofishMDS[i][j], byte(y), 0x69)) << (8 * i)
+			}
+		}
+	}
+	return m
 }
 
 // twofishChain is byte j of h before the MDS: x through the q-boxes, XORed
@@ -95,20 +105,11 @@ func twofishChain(j int, x byte, l *[4]uint32) byte {
 	return twofishQ[o[4]][x]
 }
 
-// twofishMDSCol is the MDS matrix's column j times y, as a little-endian word.
-func twofishMDSCol(j int, y byte) uint32 {
-	var z uint32
-	for i := range 4 {
-		z |= uint32(gfMulPoly(twofishMDS[i][j], y, 0x69)) << (8 * i)
-	}
-	return z
-}
-
 // twofishH is the function h of the paper for a 256-bit key.
 func twofishH(x uint32, l *[4]uint32) uint32 {
 	var z uint32
 	for j := range 4 {
-		z ^= twofishMDSCol(j, twofishChain(j, byte(x>>(8*j)), l))
+		z ^= twofishMDSTab[j][twofishChain(j, byte(x>>(8*j)), l)]
 	}
 	return z
 }
@@ -134,7 +135,7 @@ func newTwofishBulk(key []byte) (bulk, error) {
 		for r := range 4 {
 			var s byte
 			for c := range 8 {
-				s ^= gfMulPoly(twofishRS[r][c], key[8*i+c], 0x4D)
+				s ^= twofishGFMul(twofishRS[r][c], key[8*i+c], 0x4D)
 			}
 			sk[3-i] |= uint32(s) << (8 * r)
 		}
@@ -146,9 +147,14 @@ func newTwofishBulk(key []byte) (bulk, error) {
 		t.k[2*i] = a + b
 		t.k[2*i+1] = bits.RotateLeft32(a+2*b, 9)
 	}
+	// twofishChain for all 256 bytes, its loop unrolled.
 	for j := range 4 {
+		o := &twofishOrder[j]
+		q0, q1, q2, q3, q4 := &twofishQ[o[0]], &twofishQ[o[1]], &twofishQ[o[2]], &twofishQ[o[3]], &twofishQ[o[4]]
+		l3, l2, l1, l0 := byte(sk[3]>>(8*j)), byte(sk[2]>>(8*j)), byte(sk[1]>>(8*j)), byte(sk[0]>>(8*j))
+		m, s := &twofishMDSTab[j], &t.s[j]
 		for x := range 256 {
-			t.s[j][x] = twofishMDSCol(j, twofishChain(j, byte(x), &sk))
+			s[x] = m[q4[q3[q2[q1[q0[x]^l3]^l2]^l1]^l0]]
 		}
 	}
 	clear(me[:])
