@@ -50,22 +50,14 @@ type serpentBulk struct {
 	k [33]serpentRoundKey
 }
 
-// serpentAdjust adjusts round key k for serpentLT, which computes output
-// words 0 and 2 from words 1 and 3 with their key already added: it adds
-// what those contribute to words 0 and 2 once more, cancelling it.
-func serpentAdjust(k *serpentRoundKey) {
-	rot := func(j, n int) int { return (j - n + 32) & 31 }
-	a := *k
-	for j := range 32 {
-		i := rot(j, 5)
-		a[j][0] ^= k[i][1] ^ k[i][3]
-		i = rot(j, 22)
-		a[j][2] ^= k[i][3]
-		if i >= 7 {
-			a[j][2] ^= k[i-7][1]
-		}
-	}
-	*k = a
+// serpentAdjust adjusts round key k (as words) for serpentLT, which
+// computes output words 0 and 2 from words 1 and 3 with their key already
+// added: it adds what those contribute to words 0 and 2 once more,
+// cancelling it (x0 = b0<<<5 with b0 taking b1^b3, x2 = b2<<<22 with b2
+// taking b3^(b1<<7)).
+func serpentAdjust(k *[4]uint32) {
+	k[0] ^= bits.RotateLeft32(k[1]^k[3], 5)
+	k[2] ^= bits.RotateLeft32(k[3]^k[1]<<7, 22)
 }
 
 func newSerpentBulk(key []byte) (bulk, error) {
@@ -79,18 +71,14 @@ func newSerpentBulk(key []byte) (bulk, error) {
 	for i := range 132 {
 		w[i+8] = bits.RotateLeft32(w[i]^w[i+3]^w[i+5]^w[i+7]^0x9e3779b9^uint32(i), 11)
 	}
-	s := &serpentBulk{}
-	for r := range 33 {
+	var k [33][4]uint32
+	for r := range k {
 		sb := &serpentSbox[(3-r)&7]
 		pre := w[8+4*r : 8+4*r+4]
 		for j := range 32 {
-			in := 0
+			out := uint32(sb[pre[0]>>j&1|pre[1]>>j&1<<1|pre[2]>>j&1<<2|pre[3]>>j&1<<3])
 			for i := range 4 {
-				in |= int(pre[i]>>j&1) << i
-			}
-			out := sb[in]
-			for i := range 4 {
-				s.k[r][j][i] = -int8(out >> i & 1)
+				k[r][i] |= out >> i & 1 << j
 			}
 		}
 	}
@@ -99,10 +87,8 @@ func newSerpentBulk(key []byte) (bulk, error) {
 		if r < 31 {
 			in = serpentSboxIn[r&7]
 		}
-		for j := range 32 {
-			for i := range 4 {
-				s.k[r][j][i] ^= -int8(in >> i & 1)
-			}
+		for i := range 4 {
+			k[r][i] ^= -uint32(in >> i & 1)
 		}
 	}
 	for r := range 31 {
@@ -111,19 +97,24 @@ func newSerpentBulk(key []byte) (bulk, error) {
 			not[i] = -uint32(serpentSboxNot[r&7] >> i & 1)
 		}
 		not = serpentLTWords(not)
-		for j := range 32 {
-			for i := range 4 {
-				s.k[r+1][j][i] ^= -int8(not[i] >> j & 1)
-			}
+		for i := range 4 {
+			k[r+1][i] ^= not[i]
 		}
-		serpentAdjust(&s.k[r+1])
+		serpentAdjust(&k[r+1])
 	}
 	if serpentLastNot {
-		for j := range 8 {
-			s.k[32][j][0] ^= -1
+		k[32][0] ^= 0xff // the last round computes bits 0..7 of word 0 only
+	}
+	s := &serpentBulk{}
+	for r := range k {
+		for j := range 32 {
+			for i := range 4 {
+				s.k[r][j][i] = -int8(k[r][i] >> j & 1)
+			}
 		}
 	}
 	clear(w[:])
+	clear(k[:])
 	return s, nil
 }
 
