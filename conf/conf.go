@@ -90,7 +90,7 @@ type Config struct {
 
 	// Decryption options new in this project.
 
-	DecryptionEngine string // decryption_engine: EngineLibmcrypt, EngineNative or EngineAuto
+	DecryptionEngine string // decryption_engine: one of cipher's engine names
 	PayloadLengths   []int  // payload_length, ascending, each MinPayloadLength..MaxPayloadLength
 
 	// Options new in this project.
@@ -141,6 +141,8 @@ type Config struct {
 	// Warnings are problems that do not stop the daemon, each prefixed with
 	// "conf: file:line: ", for the caller to log.
 	Warnings []string
+
+	cipher chosen // see Cipher
 }
 
 //go:embed default.cfg

@@ -38,7 +38,7 @@ func TestDefault(t *testing.T) {
 		LogFacility:            "daemon",
 		DecryptionMode:         1,
 		MaxChecksPerConnection: 5000,
-		DecryptionEngine:       "libmcrypt",
+		DecryptionEngine:       "auto",
 		PayloadLengths:         []int{512, 4096},
 		ConnectionTimeout:      10,
 		StatsInterval:          5,
@@ -67,7 +67,7 @@ func TestDefault(t *testing.T) {
 // field of Config has a row, and every row's documented default is what
 // Default() holds.
 func TestTableMatchesConfig(t *testing.T) {
-	fields := reflect.TypeFor[Config]().NumField() - 3 // File, Lines, Warnings
+	fields := reflect.TypeFor[Config]().NumField() - 4 // File, Lines, Warnings, cipher
 	if len(options) != fields {
 		t.Errorf("%d options for %d option fields of Config", len(options), fields)
 	}

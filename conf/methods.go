@@ -3,6 +3,8 @@ package conf
 import (
 	"slices"
 	"strconv"
+
+	"nsca_fast/stages/cipher"
 )
 
 // Method describes one value of decryption_method. The numbers are stock's,
@@ -20,11 +22,12 @@ type Method struct {
 	Usable bool
 	// Why explains an unusable method; empty when Usable.
 	Why string
-	// Native marks the methods this project adds for NSClient++ (aes128,
-	// aes192, gost): ciphers libmcrypt does not have, always served by the
-	// native engine whatever decryption_engine says. Their numbers lie
-	// outside stock's 0..26 and are internal: nsca.cfg names them.
-	Native bool
+	// Own marks the methods this project adds for NSClient++ (aes128,
+	// aes192, gost; cipher.OwnMethods): ciphers stock has no method number
+	// for, always served by the native engine whatever decryption_engine
+	// says. Their numbers lie outside stock's 0..26 and are internal:
+	// nsca.cfg names them.
+	Own bool
 }
 
 // Reasons an algorithm cannot serve NSCA: stock always opens libmcrypt in
@@ -62,21 +65,16 @@ var methods = [...]Method{
 	26: {26, "saferplus", true, "", false},
 }
 
-// Numbers of the methods this project adds, beyond stock's range so that no
-// stock number ever changes meaning.
-const (
-	MethodAES128 = 100 // NSClient++'s aes128: AES, 16-byte key, 8-bit CFB
-	MethodAES192 = 101 // NSClient++'s aes192: AES, 24-byte key, 8-bit CFB
-	MethodGOST   = 102 // NSClient++'s gost: Crypto++'s GOST 28147-89, 32-byte key, 8-bit CFB
-)
-
-// nativeMethods are the methods this project adds; Name is what nsca.cfg
-// says and what the cipher engine is labelled with.
-var nativeMethods = []Method{
-	{MethodAES128, "aes128", true, "", true},
-	{MethodAES192, "aes192", true, "", true},
-	{MethodGOST, "gost", true, "", true},
-}
+// ownMethods are the methods this project adds, as cipher's table has
+// them; Name is what nsca.cfg says and what the cipher engine is labelled
+// with.
+var ownMethods = func() []Method {
+	var out []Method
+	for _, m := range cipher.OwnMethods() {
+		out = append(out, Method{m.Number, m.Name, true, "", true})
+	}
+	return out
+}()
 
 // methodNames maps the names decryption_method accepts to a method number:
 // NSClient++'s encryption names, each mapped to the method that decrypts
@@ -86,15 +84,15 @@ var nativeMethods = []Method{
 var methodNames = map[string]int{
 	"none": 0, "xor": 1, "des": 2, "3des": 3, "cast128": 4, "xtea": 6,
 	"blowfish": 8, "twofish": 9, "rc2": 11, "aes": 14, "aes256": 14, "rijndael256": 14,
-	"serpent": 20, "aes128": MethodAES128, "rijndael128": MethodAES128,
-	"aes192": MethodAES192, "rijndael192": MethodAES192, "gost": MethodGOST,
+	"serpent": 20, "aes128": cipher.MethodAES128, "rijndael128": cipher.MethodAES128,
+	"aes192": cipher.MethodAES192, "rijndael192": cipher.MethodAES192, "gost": cipher.MethodGOST,
 }
 
 // MethodByNumber returns the method known by number n, usable or not: stock's
-// 0..26 and this project's (MethodAES128 ...). ok is false for numbers stock
+// 0..26 and this project's (cipher.OwnMethods). ok is false for numbers stock
 // rejects outright (unassigned or outside 0..26) that are not ours either.
 func MethodByNumber(n int) (m Method, ok bool) {
-	for _, m := range nativeMethods {
+	for _, m := range ownMethods {
 		if m.Number == n {
 			return m, true
 		}
@@ -133,7 +131,7 @@ func MethodNames() []string {
 		names := byMethod[n]
 		slices.Sort(names)
 		for _, name := range names {
-			if n < MethodAES128 {
+			if m, _ := MethodByNumber(n); !m.Own {
 				name += " (= " + strconv.Itoa(n) + ")"
 			}
 			out = append(out, name)
@@ -145,7 +143,7 @@ func MethodNames() []string {
 // NameOf is how nsca.cfg writes method m: stock's number, or this project's
 // name for the methods it adds.
 func NameOf(m Method) string {
-	if m.Native {
+	if m.Own {
 		return m.Name
 	}
 	return strconv.Itoa(m.Number)

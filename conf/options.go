@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/emit/dialect"
 )
@@ -107,13 +108,14 @@ var options = []option{
 		kind: integer(func(c *Config) *int { return &c.DecryptionMode }, 0, 1, ""),
 		doc: "0: a fresh libmcrypt instance per connection, as stock. 1: one keyed instance per decrypt " +
 			"goroutine, re-aimed at each connection's IV (faster)."},
-	{name: "decryption_engine", def: EngineLibmcrypt, origin: originNew,
+	{name: "decryption_engine", def: cipher.DefaultEngine, origin: originNew,
 		kind: text(func(c *Config) *string { return &c.DecryptionEngine }, validEngine),
-		doc: "What decrypts decryption_method 2 and up: libmcrypt (through cgo, as stock), native (Go and " +
-			"AES-NI, for 2 des, 3 tripledes and 14 rijndael-128, refusing any other method) or auto (native " +
-			"where there is one, libmcrypt otherwise). At every start the native engine must decrypt exactly " +
-			"what libmcrypt encrypts: native refuses to start otherwise, auto falls back to libmcrypt. A build " +
-			"without libmcrypt (CGO_ENABLED=0) serves 0, 1 and the native methods only."},
+		doc: "What decrypts decryption_method 2 and up: auto (native where there is a native engine and its " +
+			"start-up self-test against libmcrypt passes, libmcrypt otherwise), native (Go and AES-NI, for 2 des, " +
+			"3 tripledes, 10 loki97, 14 rijndael-128, 15 rijndael-192, 16 rijndael-256, 23 gost and 26 " +
+			"saferplus, refusing any other method and a failed self-test) or libmcrypt " +
+			"(through cgo, as stock). The start-up line says which engine serves and why. A build without " +
+			"libmcrypt (CGO_ENABLED=0) serves 0, 1 and the native methods only."},
 	{name: "nsca_workers", def: "0", origin: originNscaFast,
 		kind: integer(func(c *Config) *int { return &c.Workers }, 0, 100, ""),
 		doc:  "Worker processes sharing the port with SO_REUSEPORT, 0..100. 0: serve in the main process."},
@@ -471,7 +473,7 @@ func parseMethod(s string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("is neither a method number nor a method name; use one of %s", methodChoices())
 	}
-	if m, ok := MethodByNumber(n); ok && m.Native {
+	if m, ok := MethodByNumber(n); ok && m.Own {
 		return 0, fmt.Errorf("is not a decryption method; write its name, %s", m.Name)
 	}
 	return n, nil
@@ -485,19 +487,11 @@ func formatMethod(n int) string {
 	return strconv.Itoa(n)
 }
 
-// Values of decryption_engine.
-const (
-	EngineLibmcrypt = "libmcrypt"
-	EngineNative    = "native"
-	EngineAuto      = "auto"
-)
-
 func validEngine(s string) error {
-	switch s {
-	case EngineLibmcrypt, EngineNative, EngineAuto:
+	if cipher.IsEngine(s) {
 		return nil
 	}
-	return fmt.Errorf("is not a decryption engine; use %s, %s or %s", EngineLibmcrypt, EngineNative, EngineAuto)
+	return fmt.Errorf("is not a decryption engine; use %s, %s or %s", cipher.EngineLibmcrypt, cipher.EngineNative, cipher.EngineAuto)
 }
 
 // Bounds of payload_length, the wire format's (see codec.MaxPayloadLength).

@@ -74,7 +74,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pkg="$work/pkg"
 install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/usr/lib/tmpfiles.d" \
-  "$pkg/etc" "$pkg/usr/share/man/man8" "$pkg/usr/share/doc/nsca-fast/examples"
+  "$pkg/etc/logrotate.d" "$pkg/usr/share/man/man8" "$pkg/usr/share/doc/nsca-fast/examples"
 
 # The daemon. cgo links libmcrypt, hence Depends: libmcrypt4.
 (cd "$root" && CGO_ENABLED=1 go build -trimpath -ldflags "-X main.Version=$version" \
@@ -92,6 +92,8 @@ install -m 0644 "$root/conf/debian/nsca.tmpfiles" "$pkg/usr/lib/tmpfiles.d/nsca.
 # one is kept), and the same annotated sample as documentation.
 install -m 0644 "$root/conf/nsca.cfg" "$pkg/etc/nsca.cfg"
 install -m 0644 "$root/conf/nsca.cfg" "$pkg/usr/share/doc/nsca-fast/examples/nsca.cfg"
+# Rotation of the dump file, a conffile too.
+install -m 0644 "$root/conf/debian/nsca-fast.logrotate" "$pkg/etc/logrotate.d/nsca-fast"
 
 gzip -9n <"$root/conf/nsca.8" >"$pkg/usr/share/man/man8/nsca.8.gz"
 chmod 0644 "$pkg/usr/share/man/man8/nsca.8.gz"

@@ -2,18 +2,13 @@ package stages
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/golang/glog"
-
-	"nsca_fast/conf"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
@@ -30,22 +25,17 @@ type DecryptConfig struct {
 	Cipher            CipherConfig
 }
 
-// CipherConfig says how clients encrypt, from decryption_method,
-// decryption_mode, decryption_engine, payload_length and password.
+// CipherConfig says how clients encrypt and what decrypts: the stage runs
+// the engine it is handed, which cipher.Choose chose.
 type CipherConfig struct {
-	Method    int    // 0 none, 1 XOR, 2..26 libmcrypt's, conf.MethodAES128 and up this project's
-	Algorithm string // libmcrypt name for methods 2..26, this project's name for its own
-	Password  []byte
+	Method int // 0 none, 1 XOR (undone here, with Password), else Engine's
+	// Engine decrypts methods 2 and up; nil for 0 and 1.
+	Engine   cipher.Engine
+	Password []byte
 	// PerConnection is decryption_mode=0: a fresh key schedule for each
 	// connection, as stock does. Otherwise each decrypt goroutine keys once
 	// at start and only starts a new CFB register per connection.
 	PerConnection bool
-	// Engine is decryption_engine: cipher.EngineLibmcrypt (also for ""),
-	// cipher.EngineNative or cipher.EngineAuto.
-	Engine string
-	// NativeOnly marks this project's methods (conf.Method.Native), which
-	// only a native engine serves, whatever Engine says.
-	NativeOnly bool
 	// PayloadLengths are payload_length, ascending; nil means 512 and 4096.
 	PayloadLengths []int
 }
@@ -64,157 +54,10 @@ func (c CipherConfig) packetSizes() []int {
 	return slices.Compact(sizes)
 }
 
-// CipherReport says what serves the configured method.
-type CipherReport struct {
-	// Engine is "none" or "xor" for methods 0 and 1, else the Kind of the
-	// engine that serves: cipher.EngineNative or cipher.EngineLibmcrypt.
-	Engine string
-	// Note is the self-test's account, or why another engine serves than
-	// the one asked for; empty for methods 0 and 1.
-	Note string
-}
-
-// served is one preparation of a CipherConfig: the engine chosen after the
-// self-test, kept for the life of the process.
-type served struct {
-	engine cipher.Engine // nil for methods 0 and 1
-	report CipherReport
-	err    error
-}
-
-// preparations remembers every CipherConfig prepared in this process, so
-// that --check-config, a server's start, the start-up line and a reload
-// with the same settings run the self-test (and log it) once, and all agree
-// on the engine a failed self-test made auto fall back from.
-var preparations struct {
-	sync.Mutex
-	m map[[sha256.Size]byte]*served
-}
-
-// prepareKey identifies the settings that choose and key an engine; the
-// password enters only hashed.
-func (c CipherConfig) prepareKey() [sha256.Size]byte {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%t\x00", c.Method, c.Algorithm, c.Engine, c.NativeOnly)
-	h.Write(c.Password)
-	var k [sha256.Size]byte
-	h.Sum(k[:0])
-	return k
-}
-
-// prepare returns the engine for c, choosing and self-testing it the first
-// time c is seen in this process.
-func prepare(c CipherConfig) *served {
-	preparations.Lock()
-	defer preparations.Unlock()
-	key := c.prepareKey()
-	if p, ok := preparations.m[key]; ok {
-		return p
-	}
-	p := choose(c)
-	if preparations.m == nil {
-		preparations.m = map[[sha256.Size]byte]*served{}
-	}
-	preparations.m[key] = p
-	return p
-}
-
-// choose builds the engine decryption_engine asks for and, for a native
-// one, proves it against libmcrypt before anything is served with it.
-func choose(c CipherConfig) *served {
-	switch c.Method {
-	case 0:
-		return &served{report: CipherReport{Engine: "none"}}
-	case 1:
-		return &served{report: CipherReport{Engine: "xor"}}
-	}
-	label := fmt.Sprintf("decryption_method=%s (%s)", methodName(c), c.Algorithm)
-	if c.NativeOnly {
-		e, err := newOwnEngine(c)
-		if err != nil {
-			return &served{err: fmt.Errorf("%w: %w", ErrCipher, err)}
-		}
-		return &served{engine: e, report: CipherReport{Engine: e.Kind(),
-			Note: "nsca_fast's own method, which libmcrypt has no equal of: always native, whatever decryption_engine says"}}
-	}
-	asked := c.Engine
-	if asked == "" {
-		asked = cipher.EngineLibmcrypt
-	}
-	if asked == cipher.EngineLibmcrypt && !cipher.HasLibmcrypt() && cipher.HasNative(c.Method) {
-		// A build without libmcrypt exists to serve the native methods;
-		// refusing them under the default engine would serve nobody.
-		glog.Warningf("decrypt: decryption_engine=libmcrypt, but this nsca_fast was built without libmcrypt: serving %s natively", label)
-		asked = cipher.EngineNative
-	}
-	e, err := cipher.New(asked, c.Method, c.Algorithm, c.Password)
-	if err != nil {
-		return &served{err: fmt.Errorf("%w: decryption_engine=%s: %w", ErrCipher, asked, err)}
-	}
-	if e.Kind() != cipher.EngineNative {
-		return &served{engine: e, report: CipherReport{Engine: e.Kind(), Note: "as stock"}}
-	}
-	rep, err := cipher.SelfTest(e)
-	switch {
-	case err == nil && rep.Skipped:
-		glog.Warningf("decrypt: %s", rep)
-	case err == nil:
-		glog.Infof("decrypt: native %s: %s", label, rep)
-	case asked == cipher.EngineNative:
-		return &served{err: fmt.Errorf("%w: decryption_engine=native refused: %w", ErrCipher, err)}
-	default:
-		glog.Warningf("decrypt: decryption_engine=auto: %v; serving %s with libmcrypt instead", err, label)
-		lm, lerr := cipher.New(cipher.EngineLibmcrypt, c.Method, c.Algorithm, c.Password)
-		if lerr != nil {
-			return &served{err: fmt.Errorf("%w: decryption_engine=auto: the native engine failed its self-test (%w), and libmcrypt cannot serve either: %w", ErrCipher, err, lerr)}
-		}
-		return &served{engine: lm, report: CipherReport{Engine: lm.Kind(), Note: "auto fell back: the native engine failed its self-test"}}
-	}
-	return &served{engine: e, report: CipherReport{Engine: e.Kind(), Note: rep.String()}}
-}
-
-// callsC reports whether p serves with libmcrypt, whose every Decrypt is a
+// callsC reports whether c's engine is libmcrypt, whose every Decrypt is a
 // cgo call.
-func (p *served) callsC() bool { return p.err == nil && p.report.Engine == cipher.EngineLibmcrypt }
-
-// newOwnEngine builds the native engine of one of this project's methods.
-func newOwnEngine(c CipherConfig) (cipher.Engine, error) {
-	switch c.Method {
-	case conf.MethodAES128:
-		return cipher.NewNativeAES(16, c.Method, c.Algorithm, c.Password)
-	case conf.MethodAES192:
-		return cipher.NewNativeAES(24, c.Method, c.Algorithm, c.Password)
-	case conf.MethodGOST:
-		return cipher.NewNativeGOST(c.Method, c.Algorithm, c.Password)
-	}
-	return nil, fmt.Errorf("%w: decryption_method=%d (%s) is no method of nsca_fast's own", cipher.ErrMethod, c.Method, c.Algorithm)
-}
-
-// methodName is how nsca.cfg writes c's method.
-func methodName(c CipherConfig) string {
-	if c.NativeOnly {
-		return c.Algorithm
-	}
-	return fmt.Sprint(c.Method)
-}
-
-// ServeCipher chooses the engine that serves c, as the decrypt stage will:
-// at the first call for these settings in this process it builds the engine
-// and self-tests a native one (refusing decryption_engine=native, falling
-// back under auto, on any difference from libmcrypt); later calls return
-// the same answer.
-func ServeCipher(c CipherConfig) (CipherReport, error) {
-	p := prepare(c)
-	return p.report, p.err
-}
-
-// CheckCipher refuses a method the configured engine cannot serve (one
-// libmcrypt cannot open, one without a native engine under
-// decryption_engine=native, libmcrypt's in a build without it), so that the
-// daemon refuses to start instead of failing every client.
-func CheckCipher(c CipherConfig) error {
-	_, err := ServeCipher(c)
-	return err
+func (c CipherConfig) callsC() bool {
+	return c.Engine != nil && c.Engine.Kind() == cipher.EngineLibmcrypt
 }
 
 // decrypter is one decrypt goroutine's state.
@@ -237,13 +80,9 @@ type decrypter struct {
 func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg DecryptConfig, env Env) error {
 	n, depth, cfg := max(dcfg.Goroutines, 1), dcfg.Depth, dcfg.Cipher
 	stats, log := env.Stats, env.Log
-	p := prepare(cfg)
-	if p.err != nil {
-		return p.err
-	}
 	ds := make([]*decrypter, n)
 	for i := range ds {
-		d, err := newDecrypter(cfg, p, stats, log)
+		d, err := newDecrypter(cfg, stats, log)
 		if err != nil {
 			closeDecrypters(ds)
 			return err
@@ -259,11 +98,11 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 	return nil
 }
 
-// newDecrypter is one decrypt goroutine's state for cfg, served as p says,
-// keyed already in decryption_mode 1.
-func newDecrypter(cfg CipherConfig, p *served, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
-	d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password), engine: p.engine,
-		sizes: cfg.packetSizes(), callsC: p.callsC()}
+// newDecrypter is one decrypt goroutine's state for cfg, keyed already in
+// decryption_mode 1.
+func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
+	d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password), engine: cfg.Engine,
+		sizes: cfg.packetSizes(), callsC: cfg.callsC()}
 	if d.engine != nil && !cfg.PerConnection {
 		k, err := d.engine.NewKey()
 		if err != nil {

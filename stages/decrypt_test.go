@@ -40,14 +40,22 @@ func encryptStream(t testing.TB, e cipher.Engine, iv []byte, plain []byte) []byt
 	return ct
 }
 
+// chooseCipher is cfg with the engine cipher.Choose picks for cfg's method
+// (named alg) as engine asks.
+func chooseCipher(t testing.TB, alg, engine string, cfg CipherConfig) CipherConfig {
+	t.Helper()
+	c, err := cipher.Choose(cfg.Method, alg, cfg.Password, engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Engine = c.Engine
+	return cfg
+}
+
 func newTestDecrypter(t testing.TB, cfg CipherConfig) (*decrypter, *counters.Stats) {
 	t.Helper()
-	p := prepare(cfg)
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
 	stats := counters.NewStats()
-	d, err := newDecrypter(cfg, p, stats, counters.NewRateLog(time.Second, 5))
+	d, err := newDecrypter(cfg, stats, counters.NewRateLog(time.Second, 5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,21 +73,20 @@ func TestDecryptPayloadLengths(t *testing.T) {
 	lengths := []int{512, 1024, 4096, 8192}
 	rng := rand.New(rand.NewPCG(1, 2))
 	type method struct {
-		method     int
-		alg        string
-		nativeOnly bool
-		engine     string
+		method int
+		alg    string
+		engine string
 	}
-	methods := []method{{14, "rijndael-128", false, cipher.EngineNative}, {3, "tripledes", false, cipher.EngineNative},
-		{100, "aes128", true, cipher.EngineNative}, {102, "gost", true, cipher.EngineNative}}
+	methods := []method{{14, "rijndael-128", cipher.EngineNative}, {3, "tripledes", cipher.EngineNative},
+		{cipher.MethodAES128, "aes128", cipher.EngineNative}, {cipher.MethodGOST, "gost", cipher.EngineNative}}
 	if cipher.HasLibmcrypt() {
-		methods = append(methods, method{3, "tripledes", false, cipher.EngineLibmcrypt}, method{8, "blowfish", false, cipher.EngineLibmcrypt})
+		methods = append(methods, method{3, "tripledes", cipher.EngineLibmcrypt}, method{8, "blowfish", cipher.EngineLibmcrypt})
 	}
 	for _, m := range methods {
 		for _, perConn := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/%s/perconn=%v", m.alg, m.engine, perConn), func(t *testing.T) {
-				cfg := CipherConfig{Method: m.method, Algorithm: m.alg, Password: []byte(testPassword), PerConnection: perConn,
-					Engine: m.engine, NativeOnly: m.nativeOnly, PayloadLengths: lengths}
+				cfg := chooseCipher(t, m.alg, m.engine, CipherConfig{Method: m.method, Password: []byte(testPassword), PerConnection: perConn,
+					PayloadLengths: lengths})
 				d, _ := newTestDecrypter(t, cfg)
 				if d.callsC != (m.engine == cipher.EngineLibmcrypt) {
 					t.Fatalf("callsC = %v with engine %s", d.callsC, m.engine)
@@ -139,7 +146,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 // TestDecryptNoAllocs: decrypting and framing a connection's packets costs
 // no allocation per packet (buffers come from pools).
 func TestDecryptNoAllocs(t *testing.T) {
-	cfg := CipherConfig{Method: 14, Algorithm: "rijndael-128", Password: []byte(testPassword), Engine: cipher.EngineNative}
+	cfg := chooseCipher(t, "rijndael-128", cipher.EngineNative, CipherConfig{Method: 14, Password: []byte(testPassword)})
 	d, _ := newTestDecrypter(t, cfg)
 	c := &Conn{ID: 1, reader: &reader{}}
 	plain := make([]byte, codec.Size)

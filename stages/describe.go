@@ -8,9 +8,14 @@ import (
 	"nsca_fast/conf"
 )
 
-// Check refuses, before anything serves, what the pipeline could
-// not run with: a cipher libmcrypt cannot open.
-func Check(cfg *conf.Config) error { return CheckCipher(CipherOf(cfg)) }
+// Check refuses, before anything serves, what the pipeline could not run
+// with: a method no engine can serve as decryption_engine asks (one
+// libmcrypt cannot open, or whose native engine is missing or fails its
+// self-test under decryption_engine=native).
+func Check(cfg *conf.Config) error {
+	_, err := CipherOf(cfg)
+	return err
+}
 
 // ServeInetd serves the single connection on fd, as under inetd, with a
 // pipeline of its own.
@@ -33,28 +38,21 @@ func Describe(cfg *conf.Config) string {
 		addr, cfg.ServerPort, conf.NameOf(m), m.Name, servedBy(cfg), cfg.DecryptionMode, Threads(cfg), payloadLengths(cfg))
 }
 
-// servedBy names the engine that decrypts: the check that ran before the
-// line is written has chosen it, so this only looks it up.
+// servedBy names the engine that decrypts and why: the check that ran
+// before the line is written has chosen it, so this only looks it up.
 func servedBy(cfg *conf.Config) string {
-	rep, err := ServeCipher(CipherOf(cfg))
-	switch {
-	case err != nil:
+	if _, err := CipherOf(cfg); err != nil {
 		return "no engine (" + err.Error() + ")"
-	case rep.Engine == "none" || rep.Engine == "xor":
-		return "nsca_fast itself"
 	}
-	return rep.Engine + " (decryption_engine=" + cfg.DecryptionEngine + ")"
+	choice, _ := cfg.Cipher()
+	return choice.Report()
 }
 
 // DescribeCipher is --check-config's account of the decryption: which engine
 // serves the method and what its self-test found.
 func DescribeCipher(cfg *conf.Config) string {
 	m := cfg.Method()
-	line := fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s", conf.NameOf(m), m.Name, servedBy(cfg))
-	if rep, err := ServeCipher(CipherOf(cfg)); err == nil && rep.Note != "" {
-		line += ": " + rep.Note
-	}
-	return line + "; payload_length=" + payloadLengths(cfg)
+	return fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s; payload_length=%s", conf.NameOf(m), m.Name, servedBy(cfg), payloadLengths(cfg))
 }
 
 func payloadLengths(cfg *conf.Config) string {

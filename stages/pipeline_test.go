@@ -852,14 +852,11 @@ func TestDecryptPerConnection(t *testing.T) {
 	for _, alg := range []string{"tripledes", "rijndael-128"} {
 		for _, engine := range []string{cipher.EngineLibmcrypt, cipher.EngineNative} {
 			t.Run(alg+"/"+engine, func(t *testing.T) {
-				cfg := CipherConfig{Method: 3, Algorithm: alg, Password: []byte(testPassword), PerConnection: true, Engine: engine}
+				cfg := CipherConfig{Method: 3, Password: []byte(testPassword), PerConnection: true}
 				if alg == "rijndael-128" {
 					cfg.Method = 14
 				}
-				p := prepare(cfg)
-				if p.err != nil {
-					t.Fatal(p.err)
-				}
+				cfg = chooseCipher(t, alg, engine, cfg)
 				// A Conn as the pipeline has it: on the heap, with its pointers set.
 				c := &Conn{ID: 1, reader: &reader{}}
 				for i := range c.IV {
@@ -879,7 +876,7 @@ func TestDecryptPerConnection(t *testing.T) {
 				copy(buf, plain)
 				enc.Encrypt(buf)
 
-				d := &decrypter{cfg: cfg, engine: p.engine, sizes: cfg.packetSizes(), stats: counters.NewStats(), log: counters.NewRateLog(time.Second, 5)}
+				d := &decrypter{cfg: cfg, engine: cfg.Engine, sizes: cfg.packetSizes(), stats: counters.NewStats(), log: counters.NewRateLog(time.Second, 5)}
 				func() {
 					defer func() {
 						if r := recover(); r != nil {

@@ -69,7 +69,7 @@ func Threads(cfg *conf.Config) int {
 // runtime's monitor takes it back after 20 µs and then polls every 20 µs for
 // a millisecond, which cost a libmcrypt server 4 % of its CPU.
 func CgoGoroutines(cfg *conf.Config) int {
-	if !prepare(CipherOf(cfg)).callsC() {
+	if c, err := CipherOf(cfg); err != nil || !c.callsC() {
 		return 0
 	}
 	return Threads(cfg)
@@ -94,26 +94,35 @@ func MaxConnections(cfg *conf.Config, nofile uint64) int {
 	return max(1024, int(min(nofile, 1<<30))-ownFiles)
 }
 
-// CipherOf derives the decryption settings from the config.
-func CipherOf(cfg *conf.Config) CipherConfig {
-	m := cfg.Method()
+// CipherOf is the decrypt stage's settings for cfg, with the engine that
+// cfg.Cipher chose (and keeps, so that this costs one self-test per loaded
+// configuration however often it is called).
+func CipherOf(cfg *conf.Config) (CipherConfig, error) {
+	choice, err := cfg.Cipher()
+	if err != nil {
+		return CipherConfig{}, fmt.Errorf("%w: decryption_engine=%s: %w", ErrCipher, choice.Asked, err)
+	}
 	return CipherConfig{
-		Method:         m.Number,
-		Algorithm:      m.Name,
+		Method:         cfg.DecryptionMethod,
+		Engine:         choice.Engine,
 		Password:       []byte(cfg.Password),
 		PerConnection:  cfg.DecryptionMode == 0,
-		Engine:         cfg.DecryptionEngine,
-		NativeOnly:     m.Native,
 		PayloadLengths: cfg.PayloadLengths,
-	}
+	}, nil
 }
 
 // New checks the config and builds a server on already listening sockets
 // (none for ServeOne), with counters of its own.
 func New(cfg *conf.Config, listeners []int) (*Server, error) {
-	cipher := CipherOf(cfg)
-	if err := CheckCipher(cipher); err != nil {
+	cipher, err := CipherOf(cfg)
+	if err != nil {
 		return nil, err
+	}
+	if choice, _ := cfg.Cipher(); choice.Warn {
+		// Every process that serves says so; the start-up line, written
+		// once, carries the same account.
+		m := cfg.Method()
+		glog.Warningf("decrypt: decryption_method=%s (%s) is served by %s", conf.NameOf(m), m.Name, choice.Report())
 	}
 	allowed, err := cfg.AllowedPrefixes()
 	if err != nil {
@@ -191,7 +200,7 @@ func (s *Server) run(inetdFD int) error {
 	intake := &readIntake{}
 	s.acceptCfg.handOff = intake.register
 	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, budget: budget, intake: intake}
-	if prepare(s.cipher).callsC() {
+	if s.cipher.callsC() {
 		// libmcrypt costs 50 µs to 1 ms a packet: a connection's whole
 		// burst is one read and one hand-off to decrypt, which calls C in
 		// slices of its own size (cgoSlice).

@@ -38,6 +38,7 @@ const (
 	debStock        = "nsca"
 	debInstalled    = "/usr/sbin/nsca"
 	debConfig       = "/etc/nsca.cfg"
+	debLogrotate    = "/etc/logrotate.d/nsca-fast"
 	debSendConfig   = "/etc/send_nsca.cfg"
 	debPolicyRcD    = "/usr/sbin/policy-rc.d"
 	debAptTimeout   = 5 * time.Minute  // apt-get update / install
@@ -338,14 +339,14 @@ func debCheckPackage(t *testing.T, deb string) {
 	list := debRun(t, debCmdTimeout, "dpkg-deb", "-c", deb)
 	for _, path := range []string{"./usr/sbin/nsca", "./etc/nsca.cfg", "./lib/systemd/system/nsca.service",
 		"./lib/systemd/system/nsca.socket", "./usr/share/man/man8/nsca.8.gz", "./usr/share/doc/nsca-fast/copyright",
-		"./usr/share/doc/nsca-fast/README.md.gz"} {
+		"./usr/share/doc/nsca-fast/README.md.gz", "./etc/logrotate.d/nsca-fast"} {
 		if !strings.Contains(list, " "+path+"\n") {
 			t.Errorf("the package lacks %s; dpkg-deb -c:\n%s", path, list)
 		}
 	}
 	conffiles := debRun(t, debCmdTimeout, "dpkg-deb", "--info", deb, "conffiles")
-	if strings.TrimSpace(conffiles) != debConfig {
-		t.Errorf("conffiles: %q, want %s", conffiles, debConfig)
+	if want := debConfig + "\n" + debLogrotate; strings.TrimSpace(conffiles) != want {
+		t.Errorf("conffiles: %q, want %q", conffiles, want)
 	}
 	tree := t.TempDir()
 	debRun(t, debCmdTimeout, "dpkg-deb", "-x", deb, tree)
@@ -353,6 +354,14 @@ func debCheckPackage(t *testing.T, deb string) {
 	for _, want := range []string{"Type=notify", "ExecReload=/bin/kill -HUP $MAINPID", "ExecStart=/usr/sbin/nsca -c /etc/nsca.cfg -f"} {
 		if !strings.Contains(unit, want+"\n") {
 			t.Errorf("nsca.service lacks %q:\n%s", want, unit)
+		}
+	}
+	// logrotate -d reads the snippet and rotates nothing.
+	snippet := filepath.Join(tree, strings.TrimPrefix(debLogrotate, "/"))
+	if _, err := os.Stat(rotLogrotate); err == nil {
+		out, err := exec.Command(rotLogrotate, "-d", "-s", filepath.Join(t.TempDir(), "state"), snippet).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "error:") {
+			t.Errorf("logrotate -d %s: %v\n%s", debLogrotate, err, out)
 		}
 	}
 }

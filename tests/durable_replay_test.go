@@ -15,7 +15,10 @@ import (
 // TestDurableReplay: `nsca --replay` feeds what a fallback wrote (a dump
 // file, a spool directory) to the configured remote destination, here
 // gearmand with a worker on check_results, and reports the counts; spool
-// files delivered are removed, the dump file is left.
+// files delivered are removed, the dump file is left. A dump file's line
+// that does not parse, and its last line when the newline is missing (cut
+// off as it was written: it parses, but its output is cut short), are
+// skipped, counted and named with the file and line number.
 func TestDurableReplay(t *testing.T) {
 	gd := gmStartGearmand(t, 0)
 	col := startGmCollector(t, gd.addr)
@@ -24,7 +27,8 @@ func TestDurableReplay(t *testing.T) {
 	writeFile(t, dump, "[1762153445] PROCESS_SERVICE_CHECK_RESULT;rp-host;svc-a;0;seq 1 of svc-a|seq=1\n"+
 		"[1762153445] PROCESS_SERVICE_CHECK_RESULT;rp-host;svc-a;1;seq 2 of svc-a\\nsecond line\n"+
 		"[1762153446] PROCESS_HOST_CHECK_RESULT;rp-host;0;host up\n"+
-		"not a command\n", 0o644)
+		"not a command\n"+
+		"[1762153446] PROCESS_SERVICE_CHECK_RESULT;rp-host;svc-a;2;seq 3 of svc-a, cut sh", 0o644)
 	spool := filepath.Join(dir, "spool")
 	os.Mkdir(spool, 0o755)
 	spoolFile := "### NSCA Passive Check Result ###\n# Time: Mon Nov  3 07:04:05 2025\nfile_time=1762153447\n\n" +
@@ -37,19 +41,25 @@ func TestDurableReplay(t *testing.T) {
 		"alternate_dump_file": filepath.Join(dir, "other.dump")}.text(), 0o600)
 
 	for _, c := range []struct {
-		path, want string
+		path string
+		want []string
 	}{
-		{dump, "read=3 skipped=1 removed_spool_files=0; gearman: delivered=3 refused=0 left=0"},
-		{spool, "read=1 skipped=0 removed_spool_files=1; gearman: delivered=1 refused=0 left=0"},
+		{dump, []string{"read=3 skipped=2 removed_spool_files=0; gearman: delivered=3 refused=0 left=0",
+			"nsca: replay: skipped " + dump + ":4: not an external command line",
+			"nsca: replay: skipped " + dump + ":5: no newline at its end"}},
+		{spool, []string{"read=1 skipped=0 removed_spool_files=1; gearman: delivered=1 refused=0 left=0"}},
 	} {
 		out, err := exec.Command(daemonBin(), "-c", cfgPath, "--replay", c.path).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), c.want) {
-			t.Errorf("--replay %s: %v\n%s\nwant %q", c.path, err, out, c.want)
+		for _, want := range c.want {
+			if err != nil || !strings.Contains(string(out), want) {
+				t.Errorf("--replay %s: %v\n%s\nwant %q", c.path, err, out, want)
+			}
 		}
 	}
 	if !waitFor(10*time.Second, func() bool { return col.count() >= 3 }) {
 		t.Fatalf("the worker got %d service jobs, want 3", col.count())
 	}
+	time.Sleep(300 * time.Millisecond) // let a torn line's job, if sent, arrive
 	col.mu.Lock()
 	a, b := col.seqs["svc-a"], col.seqs["svc-b"]
 	col.mu.Unlock()
@@ -128,4 +138,24 @@ func TestDurableReplayQueue(t *testing.T) {
 	if out, err := replay(); err == nil {
 		t.Errorf("a second --replay of the removed queue succeeded:\n%s", out)
 	}
+}
+
+// TestDumpTornTailAtStart: a dump file left ending in a partial line (a
+// write that kill -9, the OOM killer or a power loss cut short) has it cut
+// off, with a log line, before the daemon appends to it again: otherwise
+// the next result is glued to it, and the core or --replay reads the two as
+// one result, the first one's output followed by the second's line.
+func TestDumpTornTailAtStart(t *testing.T) {
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "nsca.dump")
+	const whole = "[1762153445] PROCESS_SERVICE_CHECK_RESULT;torn-host;svc;0;before the crash\n"
+	writeFile(t, dump, whole+"[1762153446] PROCESS_SERVICE_CHECK_RESULT;torn-host;svc;2;cut sh", 0o644)
+	d := startDaemon(t, relCfg(Config{"command_file": makeFIFO(t, dir), "alternate_dump_file": dump}))
+	cl := Client{Password: relPassword, Method: 1}
+	cl.send(t, d.Port, "torn-host\tsvc\t0\tafter the restart\n", 1)
+	lines := waitFileLines(t, dump, 2)
+	if len(lines) != 2 || lines[0]+"\n" != whole || !regexp.MustCompile(`^\[\d+\] PROCESS_SERVICE_CHECK_RESULT;torn-host;svc;0;after the restart$`).MatchString(lines[1]) {
+		t.Errorf("the dump file holds %q; want the whole line from before the crash and the new result", lines)
+	}
+	d.waitLog(regexp.MustCompile(`alternate dump file \S+: cut off a partial last line \(\d+ bytes at offset \d+`), 10*time.Second)
 }

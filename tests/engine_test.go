@@ -17,12 +17,12 @@ import (
 // packets, in both decryption modes, also in a build without libmcrypt.
 
 // nativeMethods are the methods with a native engine, with NSClient++'s name
-// for each (its client makes packets of any payload length), "" where it has
-// none.
+// for each (its client makes packets of any payload length), "" where
+// NSClient++ has no such cipher.
 var nativeMethods = []struct {
 	method int
 	nscp   string
-}{{2, "des"}, {3, "3des"}, {5, ""}, {9, "twofish"}, {14, "aes"}, {20, "serpent"}}
+}{{2, "des"}, {3, "3des"}, {5, ""}, {9, "twofish"}, {10, ""}, {14, "aes"}, {15, ""}, {16, ""}, {20, "serpent"}, {23, ""}, {26, ""}}
 
 // buildNoCgo builds the daemon with CGO_ENABLED=0 (so without libmcrypt)
 // into a temporary directory of t and returns its path.
@@ -41,8 +41,9 @@ func buildNoCgo(t *testing.T) string {
 }
 
 // TestNativeEngine sends with the real send_nsca (4304-byte packets, and
-// 720-byte ones with --legacy-2-7-mode) and with the NSClient++ client
-// (720-byte packets, several per connection) to a daemon with
+// 720-byte ones with --legacy-2-7-mode) and, where it has the cipher, with
+// the NSClient++ client (720-byte packets, several per connection) to a
+// daemon with
 // decryption_engine=native, for every native method in both modes, and
 // checks the exact lines and that the log names the engine and the
 // self-test: passed with libmcrypt built in, skipped without.
@@ -115,8 +116,8 @@ func TestEngineRefusals(t *testing.T) {
 			regexp.MustCompile(`no native engine for this method: decryption_method=8 \(blowfish\)`)},
 		{"nocgo-blowfish", nocgo, Config{"decryption_method": "8"},
 			regexp.MustCompile(`decryption_method=8 \(blowfish\) needs libmcrypt, and this nsca_fast was built without cgo, so without libmcrypt`)},
-		{"nocgo-saferplus-auto", nocgo, Config{"decryption_method": "26", "decryption_engine": "auto"},
-			regexp.MustCompile(`decryption_method=26 \(saferplus\) needs libmcrypt`)},
+		{"nocgo-rc2-auto", nocgo, Config{"decryption_method": "11", "decryption_engine": "auto"},
+			regexp.MustCompile(`decryption_method=11 \(rc2\) needs libmcrypt`)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -159,9 +160,11 @@ func TestEngineRefusals(t *testing.T) {
 		}{
 			{daemonBin(), Config{"decryption_method": "14", "decryption_engine": "auto"}, "decryption_method=14 (rijndael-128) is served by native (decryption_engine=auto): self-test passed"},
 			{daemonBin(), Config{"decryption_method": "8", "decryption_engine": "auto"}, "decryption_method=8 (blowfish) is served by libmcrypt (decryption_engine=auto)"},
-			{daemonBin(), Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by libmcrypt (decryption_engine=libmcrypt)"},
+			{daemonBin(), Config{"decryption_method": "3", "decryption_engine": "libmcrypt"}, "decryption_method=3 (tripledes) is served by libmcrypt (decryption_engine=libmcrypt)"},
+			{daemonBin(), Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=auto): self-test passed"},
 			{daemonBin(), Config{"decryption_method": "aes128"}, "decryption_method=aes128 (aes128) is served by native"},
-			{nocgo, Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=libmcrypt): self-test skipped"},
+			{nocgo, Config{"decryption_method": "3", "decryption_engine": "libmcrypt"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=libmcrypt): self-test skipped"},
+			{nocgo, Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=auto): self-test skipped"},
 		} {
 			cfg := merge(Config{"command_file": commandFile(t, t.TempDir()), "password": shortPassword}, c.cfg)
 			path := filepath.Join(t.TempDir(), "nsca.cfg")

@@ -74,10 +74,11 @@ func sendStockInputs(t *testing.T, port int, password string, method int, wait f
 }
 
 // TestStockComparison sends the same inputs to the stock daemon and to
-// ours and requires identical command files, times aside.
+// ours and requires identical command files, times aside: XOR, and the
+// methods our default engine serves natively.
 func TestStockComparison(t *testing.T) {
 	requireStock(t)
-	for _, method := range []int{1, 14} {
+	for _, method := range []int{1, 2, 3, 14} {
 		t.Run(fmt.Sprintf("method=%d", method), func(t *testing.T) {
 			t.Parallel()
 			base := Config{"append_to_file": "1", "password": shortPassword, "decryption_method": strconv.Itoa(method)}

@@ -194,17 +194,28 @@ func (m *Module) mustBeReady(op string) {
 // shorter). It may be called again to rekey, e.g. for a new connection,
 // which is cheaper than reopening the module.
 func (m *Module) Init(password, iv []byte) error {
+	return m.InitSized(password, iv, m.keySize)
+}
+
+// InitSized is Init with a key of keySize bytes (1..KeySize) instead of
+// KeySize: libmcrypt then runs the algorithm's variant for that key length
+// (rijndael-128 keyed with 16 bytes is AES-128), which NSCA itself never
+// asks for but NSClient++'s aes128 and aes192 are.
+func (m *Module) InitSized(password, iv []byte, keySize int) error {
 	m.mustBeOpen("Init")
+	if keySize < 1 || keySize > m.keySize {
+		return fmt.Errorf("%w %s: key size %d, want 1..%d", ErrInit, m.algorithm, keySize, m.keySize)
+	}
 	initialised := C.int(0)
 	if m.initialised {
 		initialised = 1
 	}
 	// Lengths are clamped in Go because C takes ints; only the first
 	// KeySize/IVSize bytes are ever read.
-	pwlen := min(len(password), m.keySize)
+	pwlen := min(len(password), keySize)
 	ivlen := min(len(iv), m.ivSize)
 	rc := C.nsca_init(m.td, initialised,
-		unsafe.Pointer(unsafe.SliceData(password)), C.int(pwlen), C.int(m.keySize),
+		unsafe.Pointer(unsafe.SliceData(password)), C.int(pwlen), C.int(keySize),
 		unsafe.Pointer(unsafe.SliceData(iv)), C.int(ivlen), C.int(m.ivSize))
 	runtime.KeepAlive(password)
 	runtime.KeepAlive(iv)

@@ -32,6 +32,11 @@ func (m *Module) Init(password, iv []byte) error {
 	return fmt.Errorf("%w: %s", ErrInit, noCgo)
 }
 
+// InitSized fails without cgo, as Init does.
+func (m *Module) InitSized(password, iv []byte, keySize int) error {
+	return fmt.Errorf("%w: %s", ErrInit, noCgo)
+}
+
 // Decrypt panics without cgo: a Module cannot exist, so reaching it is a bug.
 func (m *Module) Decrypt(buf []byte) { panic("mcrypt: " + noCgo) }
 

@@ -378,6 +378,39 @@ func TestAgainstStdlib(t *testing.T) {
 	}
 }
 
+// TestInitSized: rijndael-128 keyed with 16 and 24 bytes is AES-128 and
+// AES-192 (NSClient++'s aes128 and aes192), the password truncated or
+// zero-padded to that size; sizes outside 1..KeySize are refused.
+func TestInitSized(t *testing.T) {
+	r := newRand("sized")
+	m := mustOpen(t, "rijndael-128")
+	for _, size := range []int{16, 24, 32} {
+		for _, pwlen := range []int{0, size - 1, size, size + 9} {
+			password, iv := randBytes(r, pwlen), randBytes(r, serverIV)
+			key := make([]byte, size)
+			copy(key, password)
+			block, err := aes.NewCipher(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain := randBytes(r, smallPacket)
+			if err := m.InitSized(password, iv, size); err != nil {
+				t.Fatal(err)
+			}
+			got := bytes.Clone(plain)
+			m.Encrypt(got)
+			if want := cfb8(block, iv, plain, false); !bytes.Equal(got, want) {
+				t.Fatalf("key size %d, password %d bytes: differs from crypto/aes 8-bit CFB", size, pwlen)
+			}
+		}
+	}
+	for _, size := range []int{0, 33} {
+		if err := m.InitSized(nil, nil, size); !errors.Is(err, ErrInit) || !strings.Contains(err.Error(), fmt.Sprint(size)) {
+			t.Errorf("InitSized(key size %d) = %v, want ErrInit naming the size", size, err)
+		}
+	}
+}
+
 func expectPanic(t *testing.T, what string, f func()) {
 	t.Helper()
 	defer func() {

@@ -44,6 +44,9 @@ type App struct {
 	// CgoGoroutines is how many of a server's goroutines spend their time
 	// in C calls, each of which wants a P of its own (nil: none).
 	CgoGoroutines func(cfg *conf.Config) int
+	// Reopen makes the sinks of this process open the files they append
+	// to anew, on SIGUSR1 (nil: nothing to do).
+	Reopen func()
 }
 
 // GC targets, as GOGC percentages: how far a process's heap may grow past

@@ -18,6 +18,10 @@ import (
 // lets the old one drain, so reloading refuses no client.
 func (a *App) RunSingle(cfg *conf.Config) int {
 	sigs := signals()
+	onReopenSignal(func() {
+		glog.Infof("SIGUSR1: opening the files appended to anew")
+		a.reopen()
+	})
 	// The pid file first: a second daemon must refuse before it binds, or
 	// its SO_REUSEPORT socket would take (and then reset) clients of the
 	// running one.

@@ -41,6 +41,10 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 		Workers:     cfg.Workers,
 		StopTimeout: time.Duration(cfg.ConnectionTimeout)*time.Second + 10*time.Second,
 	}
+	onReopenSignal(func() {
+		glog.Infof("SIGUSR1: the workers open the files they append to anew")
+		sup.Signal(syscall.SIGUSR1)
+	})
 	if !activated {
 		// systemd's socket is shared by all workers; our own are one per worker.
 		sup.Listen = func() (int, error) { return Listen(cfg.ServerAddress, cfg.ServerPort, true) }

@@ -28,6 +28,7 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	setGCPercent(workerGCPercent)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, ParentDeathSignal)
+	onReopenSignal(a.reopen)
 	if w.Syslog {
 		if err := StderrToSyslog(cfg.LogFacility); err != nil {
 			return Fail(err)

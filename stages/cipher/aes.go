@@ -48,12 +48,19 @@ func makeSbox() (s [256]byte) {
 // bytes) into rk as 16-byte blocks in state byte order, as AESENC takes
 // them, and returns the number of rounds (10, 12 or 14).
 func expandKey(key []byte, rk *[15 * 16]byte) int {
+	nr := len(key)/4 + 6
+	rijndaelExpand(key, rk[:16*(nr+1)])
+	return nr
+}
+
+// rijndaelExpand fills rk with Rijndael's key expansion of key (4*Nk bytes):
+// len(rk)/4 words, each in state byte order (row 0 first), which is Nb*(Nr+1)
+// words for a Nb-word block.
+func rijndaelExpand(key []byte, rk []byte) {
 	nk := len(key) / 4
-	nr := nk + 6
-	words := 4 * (nr + 1)
-	copy(rk[:], key)
+	copy(rk, key)
 	rcon := byte(1)
-	for i := nk; i < words; i++ {
+	for i := nk; i < len(rk)/4; i++ {
 		var t [4]byte
 		copy(t[:], rk[4*(i-1):4*i])
 		switch {
@@ -67,7 +74,6 @@ func expandKey(key []byte, rk *[15 * 16]byte) int {
 			rk[4*i+j] = rk[4*(i-nk)+j] ^ t[j]
 		}
 	}
-	return nr
 }
 
 // aesniBulk encrypts 8 registers at once with AES-NI.

@@ -5,15 +5,32 @@ import (
 	"slices"
 )
 
-// Engine names, as decryption_engine spells them.
+// Engine names, as decryption_engine spells them: the only definition.
 const (
 	// EngineLibmcrypt calls libmcrypt through cgo, as stock NSCA does.
 	EngineLibmcrypt = "libmcrypt"
 	// EngineNative uses this package's Go implementation, or fails.
 	EngineNative = "native"
-	// EngineAuto is native where there is a native implementation, libmcrypt otherwise.
+	// EngineAuto is native where there is a native implementation whose
+	// self-test passes, libmcrypt otherwise.
 	EngineAuto = "auto"
+	// DefaultEngine is what decryption_engine is unless set.
+	DefaultEngine = EngineAuto
 )
+
+// IsEngine says whether name is one of the engine names.
+func IsEngine(name string) bool {
+	switch name {
+	case EngineLibmcrypt, EngineNative, EngineAuto:
+		return true
+	}
+	return false
+}
+
+// errUnknownEngine is ErrEngine naming name and the engines there are.
+func errUnknownEngine(name string) error {
+	return fmt.Errorf("%w %q (want %s, %s or %s)", ErrEngine, name, EngineLibmcrypt, EngineNative, EngineAuto)
+}
 
 // MaxIVSize bounds IVSize over all engines: libmcrypt's largest cfb register
 // (rijndael-256) is 32 bytes.
@@ -104,14 +121,14 @@ func (s *State) mustBe(n int, who string) {
 	}
 }
 
-// New returns the engine that serves NSCA method number method (algorithm is
-// its libmcrypt name) with the given password, as decryption_engine asks:
-// EngineLibmcrypt, EngineNative or EngineAuto. The returned Engine's Kind
-// says which serves. Native refuses a method without a native
-// implementation, naming it; libmcrypt fails, naming libmcrypt, when built
-// without cgo or when libmcrypt cannot open the algorithm. Auto falls back to
-// libmcrypt only for methods without a native implementation; whether to
-// fall back after a failed SelfTest is the caller's decision.
+// New builds the engine of the given kind for NSCA method number method
+// (algorithm is its libmcrypt name, or this project's for its own methods)
+// with the given password, without proving it: the daemon serves what
+// Choose returns, New is the part of it that tests and benchmarks use. The
+// returned Engine's Kind says which serves. Native refuses a method without
+// a native implementation, naming it; libmcrypt fails, naming libmcrypt,
+// when built without cgo or when libmcrypt cannot open the algorithm. Auto
+// falls back to libmcrypt only for methods without a native implementation.
 func New(engine string, method int, algorithm string, password []byte) (Engine, error) {
 	switch engine {
 	case EngineLibmcrypt:
@@ -124,11 +141,16 @@ func New(engine string, method int, algorithm string, password []byte) (Engine, 
 		}
 		return newLibmcrypt(method, algorithm, password)
 	default:
-		return nil, fmt.Errorf("%w %q (want %s, %s or %s)", ErrEngine, engine, EngineLibmcrypt, EngineNative, EngineAuto)
+		return nil, errUnknownEngine(engine)
 	}
 }
 
+// methodLabel is how nsca.cfg writes a method: stock's number, or the name
+// of one of this project's own, whose numbers are internal.
 func methodLabel(method int, algorithm string) string {
+	if method >= firstOwnMethod {
+		return "decryption_method=" + algorithm
+	}
 	return fmt.Sprintf("decryption_method=%d (%s)", method, algorithm)
 }
 

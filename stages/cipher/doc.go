@@ -8,18 +8,22 @@
 //
 //   - "libmcrypt": the reference, libmcrypt through nsca_fast/cgo/mcrypt, one
 //     cgo call per buffer. Without cgo it cannot be built into a working
-//     engine and [New] says so, naming libmcrypt.
-//   - "native": pure Go (plus AES-NI assembly on amd64) for the methods listed
-//     by [NativeMethods]: 2 des, 3 tripledes, 5 cast-256, 9 twofish, 14
-//     rijndael-128 (AES-256) and 20 serpent.
-//     8-bit CFB decryption needs no chaining, since the register before every
-//     byte is the block-size bytes of IV||ciphertext before it, so a whole
-//     chunk's block encryptions are computed in one pass and never one
-//     library call per byte.
+//     engine and says so, naming libmcrypt.
+//   - "native": pure Go (plus AES-NI assembly on amd64) for the methods in
+//     the table natives, one row per method. 8-bit CFB decryption needs no
+//     chaining, since the register before every byte is the block-size
+//     bytes of IV||ciphertext before it, so a whole chunk's block
+//     encryptions are computed in one pass and never one library call per
+//     byte.
 //
-// Beyond libmcrypt's methods, [NewNativeAES] and [NewNativeGOST] make native
-// engines for ciphers NSClient++ encrypts with and libmcrypt does not have:
-// AES with 16- and 24-byte keys, and GOST 28147-89 with Crypto++'s S-boxes.
+// Beyond libmcrypt's methods the table holds this project's own
+// ([OwnMethods]): ciphers NSClient++ encrypts with that stock has no
+// method number for, AES with 16- and 24-byte keys and GOST 28147-89 with
+// Crypto++'s S-boxes, always served natively.
+//
+// [Choose] is the one call that picks what serves a method with a password,
+// as decryption_engine asks, proving a native engine first, and says why in
+// one line; the caller keeps its [Choice].
 //
 // An [Engine] makes [Key]s: a Key holds the key schedule (made per connection
 // in decryption_mode 0, per decrypt goroutine in mode 1). A [State] is the
@@ -27,7 +31,7 @@
 // that [Key.Decrypt] decrypts one chunk in place and leaves the State ready
 // for the next chunk, without allocating.
 //
-// [SelfTest] proves at daemon start that a native engine decrypts exactly
+// [SelfTest], run by Choose, proves that a native engine decrypts exactly
 // what libmcrypt encrypts, the way send_nsca encrypts it.
 //
 // The package does not know nsca.cfg: the caller passes the method number,

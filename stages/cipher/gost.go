@@ -6,16 +6,19 @@ import (
 	"math/bits"
 )
 
-// GOST 28147-89 as Crypto++ implements it, which is what NSClient++'s "gost"
-// encrypts with: the S-boxes of the GOST R 34.11-94 test parameter set (the
-// ones printed in Applied Cryptography, 2nd ed., p. 333), the 32-byte key read
-// as eight little-endian words and each 8-byte block as two little-endian
-// words. libmcrypt's gost (stock method 23) uses other S-boxes, so the two
-// never interoperate; this is a method of its own.
+// GOST 28147-89, written from the standard, in the two variants met here:
+// Crypto++'s, which NSClient++'s "gost" encrypts with (a method of this
+// project's own), and libmcrypt's, stock method 23. Both read the 32-byte
+// key as eight little-endian words and write n2 before n1; they differ in
+// the order of the same eight S-boxes and in how a block's bytes make its
+// two words (little-endian in Crypto++, big-endian in libmcrypt), so they
+// never interoperate.
 
-// gostSBoxes are the eight 4-bit S-boxes, k1 (applied to the lowest nibble of
-// the round function's input) first.
-var gostSBoxes = [8][16]byte{
+// gostCryptoppSBoxes are Crypto++'s: the S-boxes of the GOST R 34.11-94
+// test parameter set (the ones printed in Applied Cryptography, 2nd ed., p.
+// 333), k1 (applied to the lowest nibble of the round function's input)
+// first.
+var gostCryptoppSBoxes = [8][16]byte{
 	{4, 10, 9, 2, 13, 8, 0, 14, 6, 11, 1, 12, 7, 15, 5, 3},
 	{14, 11, 4, 12, 6, 13, 15, 10, 2, 3, 8, 1, 0, 7, 5, 9},
 	{5, 8, 1, 13, 10, 3, 4, 2, 14, 15, 12, 7, 6, 0, 9, 11},
@@ -26,58 +29,104 @@ var gostSBoxes = [8][16]byte{
 	{1, 15, 13, 0, 5, 7, 10, 4, 9, 2, 3, 14, 6, 11, 8, 12},
 }
 
+// gostLibmcryptSBoxes are libmcrypt 2.5.8's: the same boxes numbered the
+// other way round, its k1 being Crypto++'s k8, except that libmcrypt's k1
+// maps 15 to 2 where Crypto++'s k8 maps it to 12 (so libmcrypt's k1 is no
+// permutation: 2 has two preimages, 12 none).
+var gostLibmcryptSBoxes = func() (s [8][16]byte) {
+	for i := range 8 {
+		s[i] = gostCryptoppSBoxes[7-i]
+	}
+	s[0][15] = 2
+	return s
+}()
+
 // gostTable folds each pair of S-boxes and the round's rotation left by 11
 // into one table per input byte, so a round is four lookups.
-var gostTable = func() (t [4][256]uint32) {
+type gostTable [4][256]uint32
+
+func newGOSTTable(sb *[8][16]byte) *gostTable {
+	var t gostTable
 	for i := range 4 {
 		for j := range 256 {
-			v := uint32(gostSBoxes[2*i][j&15]) | uint32(gostSBoxes[2*i+1][j>>4])<<4
+			v := uint32(sb[2*i][j&15]) | uint32(sb[2*i+1][j>>4])<<4
 			t[i][j] = bits.RotateLeft32(v<<(8*i), 11)
 		}
 	}
-	return t
-}()
-
-// gostBlock is a keyed GOST 28147-89 (Crypto++ conventions), encryption only:
-// 8-bit CFB never needs the inverse.
-type gostBlock struct {
-	k [8]uint32
+	return &t
 }
 
-func newGOSTBlock(key []byte) (*gostBlock, error) {
+// gostVariant is what sets a GOST implementation apart.
+type gostVariant struct {
+	t         *gostTable
+	bigEndian bool
+}
+
+var (
+	gostCryptopp  = gostVariant{newGOSTTable(&gostCryptoppSBoxes), false}
+	gostLibmcrypt = gostVariant{newGOSTTable(&gostLibmcryptSBoxes), true}
+)
+
+func (t *gostTable) f(x uint32) uint32 {
+	return t[0][x&0xff] ^ t[1][x>>8&0xff] ^ t[2][x>>16&0xff] ^ t[3][x>>24]
+}
+
+// gostBlock is a keyed GOST 28147-89, encryption only: 8-bit CFB never
+// needs the inverse.
+type gostBlock struct {
+	// ks is the key word of each round: 0..7 three times, then 7..0.
+	ks [32]uint32
+	t  *gostTable
+	be bool // a block's words are big-endian
+}
+
+func newGOSTBlock(key []byte, v gostVariant) (*gostBlock, error) {
 	if len(key) != 32 {
 		return nil, fmt.Errorf("GOST key size %d, want 32", len(key))
 	}
-	g := &gostBlock{}
-	for i := range g.k {
-		g.k[i] = binary.LittleEndian.Uint32(key[4*i:])
+	g := &gostBlock{t: v.t, be: v.bigEndian}
+	for r := range g.ks {
+		i := r % 8
+		if r >= 24 {
+			i = 31 - r
+		}
+		g.ks[r] = binary.LittleEndian.Uint32(key[4*i:])
 	}
 	return g, nil
-}
-
-func gostF(x uint32) uint32 {
-	return gostTable[0][x&0xff] ^ gostTable[1][x>>8&0xff] ^ gostTable[2][x>>16&0xff] ^ gostTable[3][x>>24]
 }
 
 // BlockSize is GOST's 8 bytes.
 func (g *gostBlock) BlockSize() int { return 8 }
 
-// Encrypt runs the 32 rounds: the key words 0..7 three times, then 7..0.
+// halves reads block b as the words n1, n2.
+func (g *gostBlock) halves(b []byte) (n1, n2 uint32) {
+	if g.be {
+		return binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:])
+	}
+	return binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:])
+}
+
+// byte0 is the first byte of the block whose first word is n2.
+func (g *gostBlock) byte0(n2 uint32) byte {
+	if g.be {
+		return byte(n2 >> 24)
+	}
+	return byte(n2)
+}
+
+// Encrypt runs the 32 rounds on one block; the tests use it.
 func (g *gostBlock) Encrypt(dst, src []byte) {
-	n1 := binary.LittleEndian.Uint32(src)
-	n2 := binary.LittleEndian.Uint32(src[4:])
-	for range 3 {
-		for i := 0; i < 8; i += 2 {
-			n2 ^= gostF(n1 + g.k[i])
-			n1 ^= gostF(n2 + g.k[i+1])
-		}
+	n1, n2 := g.halves(src)
+	for r := 0; r < 32; r += 2 {
+		n2 ^= g.t.f(n1 + g.ks[r])
+		n1 ^= g.t.f(n2 + g.ks[r+1])
 	}
-	for i := 7; i > 0; i -= 2 {
-		n2 ^= gostF(n1 + g.k[i])
-		n1 ^= gostF(n2 + g.k[i-1])
+	put := binary.LittleEndian.PutUint32
+	if g.be {
+		put = binary.BigEndian.PutUint32
 	}
-	binary.LittleEndian.PutUint32(dst, n2)
-	binary.LittleEndian.PutUint32(dst[4:], n1)
+	put(dst, n2)
+	put(dst[4:], n1)
 }
 
 // Decrypt is not needed by CFB; it exists to satisfy crypto/cipher.Block.
@@ -85,19 +134,68 @@ func (g *gostBlock) Decrypt(dst, src []byte) {
 	panic("cipher: GOST decryption is not implemented (CFB only encrypts)")
 }
 
-func newGOSTBulk(key []byte) (bulk, error) {
-	g, err := newGOSTBlock(key)
-	if err != nil {
-		return nil, err
+// first is the first byte of block b encrypted. It lies in n2, last changed
+// in round 31, so round 32 is never run.
+func (g *gostBlock) first(b []byte) byte {
+	t, ks := g.t, &g.ks
+	n1, n2 := g.halves(b)
+	for r := 0; r < 30; r += 2 {
+		n2 ^= t.f(n1 + ks[r])
+		n1 ^= t.f(n2 + ks[r+1])
 	}
-	return &blockBulk{b: g, bs: 8}, nil
+	return g.byte0(n2 ^ t.f(n1+ks[30]))
 }
 
-// NewNativeGOST returns a native engine for GOST 28147-89 as Crypto++ (and so
-// NSClient++'s "gost") has it, in NSCA's 8-bit CFB: key = password truncated
-// or zero-padded to 32 bytes, register = first 8 bytes of the IV, running on
-// across packets. method and algorithm only label the engine. libmcrypt has
-// no such cipher, so SelfTest skips it; the tests check it against Crypto++.
-func NewNativeGOST(method int, algorithm string, password []byte) (Engine, error) {
-	return makeNative(nativeSpec{method, algorithm, 32, 8, newGOSTBulk, ""}, password)
+// four is first for the four blocks at w[0:], w[1:], w[2:], w[3:], so that
+// their lookups overlap: GOST's rounds are a chain, each waiting for the one
+// before.
+func (g *gostBlock) four(w []byte) (byte, byte, byte, byte) {
+	t, ks := g.t, &g.ks
+	w = w[:11]
+	a1, a2 := g.halves(w[0:])
+	b1, b2 := g.halves(w[1:])
+	c1, c2 := g.halves(w[2:])
+	d1, d2 := g.halves(w[3:])
+	for r := 0; r < 30; r += 2 {
+		k := ks[r]
+		a2 ^= t.f(a1 + k)
+		b2 ^= t.f(b1 + k)
+		c2 ^= t.f(c1 + k)
+		d2 ^= t.f(d1 + k)
+		k = ks[r+1]
+		a1 ^= t.f(a2 + k)
+		b1 ^= t.f(b2 + k)
+		c1 ^= t.f(c2 + k)
+		d1 ^= t.f(d2 + k)
+	}
+	k := ks[30]
+	return g.byte0(a2 ^ t.f(a1+k)), g.byte0(b2 ^ t.f(b1+k)), g.byte0(c2 ^ t.f(c1+k)), g.byte0(d2 ^ t.f(d1+k))
+}
+
+func (g *gostBlock) tail(buf []byte) {
+	i := len(buf) // one past the highest position left
+	for ; i-4 >= 8; i -= 4 {
+		p := i - 4
+		k0, k1, k2, k3 := g.four(buf[p-8 : p+3])
+		buf[p] ^= k0
+		buf[p+1] ^= k1
+		buf[p+2] ^= k2
+		buf[p+3] ^= k3
+	}
+	for ; i > 8; i-- {
+		buf[i-1] ^= g.first(buf[i-9 : i-1])
+	}
+}
+
+func (g *gostBlock) wipe() { clear(g.ks[:]) }
+
+// newGOSTBulk keys GOST variant v for 8-bit CFB.
+func newGOSTBulk(v gostVariant) func(key []byte) (bulk, error) {
+	return func(key []byte) (bulk, error) {
+		g, err := newGOSTBlock(key, v)
+		if err != nil {
+			return nil, err
+		}
+		return g, nil
+	}
 }

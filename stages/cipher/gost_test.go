@@ -19,7 +19,7 @@ func TestGOSTMatchesCryptopp(t *testing.T) {
 	for i := range key {
 		key[i] = byte(7*i + 1)
 	}
-	g, err := newGOSTBlock(key)
+	g, err := newGOSTBlock(key, gostCryptopp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestGOSTMatchesCryptopp(t *testing.T) {
 	if got := refCFB8(g, iv[:8], msg, false); !bytes.Equal(got, ct) {
 		t.Fatalf("CFB-8 reference encryption: got %x, Crypto++ %x", got, ct)
 	}
-	e, err := NewNativeGOST(23, "gost", key)
+	e, err := New(EngineNative, MethodGOST, "gost", key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,5 +57,38 @@ func TestGOSTMatchesCryptopp(t *testing.T) {
 	}
 	if rep, err := SelfTest(e); err != nil || !rep.Skipped {
 		t.Errorf("SelfTest(Crypto++ GOST) = %v, %v; want skipped (libmcrypt has no such cipher)", rep, err)
+	}
+}
+
+// TestGOSTLibmcryptBlock pins libmcrypt 2.5.8's gost on whole blocks: its
+// own self-test vector (key[i] = 2i+10, block[i] = i) and the zero block
+// under the zero key, printed by libmcrypt in ecb mode. Crypto++'s S-box
+// order or byte order, or a permutation in place of libmcrypt's k1, each
+// gives other blocks.
+func TestGOSTLibmcryptBlock(t *testing.T) {
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(2*i + 10)
+	}
+	for _, c := range []struct {
+		key  []byte
+		in   []byte
+		want string
+	}{
+		{key, []byte{0, 1, 2, 3, 4, 5, 6, 7}, "e498cf78cdf1d4a5"},
+		{make([]byte, 32), make([]byte, 8), "1d33070b0dcc19d4"},
+	} {
+		g, err := newGOSTBlock(c.key, gostLibmcrypt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]byte, 8)
+		g.Encrypt(out, c.in)
+		if got := hex.EncodeToString(out); got != c.want {
+			t.Errorf("libmcrypt GOST of %x: got %s, libmcrypt %s", c.in, got, c.want)
+		}
+		if got := g.first(c.in); got != out[0] {
+			t.Errorf("first byte %02x, block %x", got, out)
+		}
 	}
 }

@@ -15,14 +15,18 @@ import (
 // sendNSCA encrypts packets with libmcrypt as send_nsca does: one instance
 // keyed with the password and the server's IV, packet after packet, each in
 // random pieces (send_nsca itself goes byte by byte; CFB does not care).
-func sendNSCA(t testing.TB, r *rand.Rand, algorithm string, password, iv []byte, plain []byte, size int) []byte {
+// The key is keySize bytes, 0 for the algorithm's largest (NSCA's own way).
+func sendNSCA(t testing.TB, r *rand.Rand, algorithm string, keySize int, password, iv []byte, plain []byte, size int) []byte {
 	t.Helper()
 	m, err := mcrypt.Open(algorithm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if err := m.Init(password, iv); err != nil {
+	if keySize == 0 {
+		keySize = m.KeySize()
+	}
+	if err := m.InitSized(password, iv, keySize); err != nil {
 		t.Fatal(err)
 	}
 	ct := bytes.Clone(plain)
@@ -30,6 +34,23 @@ func sendNSCA(t testing.TB, r *rand.Rand, algorithm string, password, iv []byte,
 		forSplits(r, ct[p:min(p+size, len(ct))], m.Encrypt)
 	}
 	return ct
+}
+
+// reference is the libmcrypt algorithm and key size (0: the largest, as
+// NSCA keys stock's methods) that encrypt what e decrypts.
+func reference(e Engine) (algorithm string, keySize int) {
+	if ne, ok := e.(*nativeEngine); ok {
+		return ne.spec.ref, refKeySize(ne.spec)
+	}
+	return e.Algorithm(), 0
+}
+
+// refKeySize is the key size sendNSCA keys libmcrypt with for s's clients.
+func refKeySize(s nativeSpec) int {
+	if s.own() {
+		return s.keySize
+	}
+	return 0
 }
 
 // checkAgainstLibmcrypt encrypts streams with libmcrypt and decrypts them
@@ -42,7 +63,8 @@ func checkAgainstLibmcrypt(t *testing.T, r *rand.Rand, e Engine, password []byte
 	for i, size := range sizes {
 		ivs[i] = randBytes(r, 128)
 		plains[i] = randBytes(r, size*(2+r.IntN(2)))
-		cts[i] = sendNSCA(t, r, e.Algorithm(), password, ivs[i], plains[i], size)
+		alg, keySize := reference(e)
+		cts[i] = sendNSCA(t, r, alg, keySize, password, ivs[i], plains[i], size)
 	}
 	for i := range sizes { // mode 0
 		k, err := e.NewKey()
@@ -84,12 +106,13 @@ func checkAgainstLibmcrypt(t *testing.T, r *rand.Rand, e Engine, password []byte
 	}
 }
 
-// TestMatchesLibmcrypt: every native engine (and the libmcrypt engine
-// itself) decrypts exactly what libmcrypt encrypts, over passwords of 0..200
-// bytes, random IVs and splits, both modes.
+// TestMatchesLibmcrypt: every native engine libmcrypt has an equal of (and
+// the libmcrypt engine itself for stock's methods) decrypts exactly what
+// libmcrypt encrypts, over passwords of 0..200 bytes, random IVs and splits,
+// both packet sizes, both modes.
 func TestMatchesLibmcrypt(t *testing.T) {
 	withAESNI(t, func(t *testing.T) {
-		for _, s := range natives {
+		for _, s := range referenced() {
 			t.Run(s.algorithm, func(t *testing.T) {
 				r := newRand("libmcrypt " + s.algorithm)
 				trials := 24
@@ -102,7 +125,11 @@ func TestMatchesLibmcrypt(t *testing.T) {
 						pwlen = []int{0, s.keySize, s.keySize + 1}[trial]
 					}
 					password := randBytes(r, pwlen)
-					for _, engine := range []string{EngineNative, EngineLibmcrypt} {
+					engines := []string{EngineNative, EngineLibmcrypt}
+					if s.own() {
+						engines = engines[:1] // libmcrypt has no method of that name
+					}
+					for _, engine := range engines {
 						e, err := New(engine, s.method, s.algorithm, password)
 						if err != nil {
 							t.Fatal(err)
@@ -118,24 +145,24 @@ func TestMatchesLibmcrypt(t *testing.T) {
 	})
 }
 
-// FuzzMatchesLibmcrypt is the fuzzing twin of TestMatchesLibmcrypt:
+// FuzzMatchesLibmcrypt is the fuzzing twin of TestMatchesLibmcrypt, over
+// every row libmcrypt has an equal of (which picks the row), passwords of
+// 0..200 bytes and both packet sizes (legacy):
 // go test -fuzz FuzzMatchesLibmcrypt ./stages/cipher
 func FuzzMatchesLibmcrypt(f *testing.F) {
 	f.Add(uint8(14), []byte(""), []byte("iv"), uint64(1), false)
 	f.Add(uint8(2), []byte("password"), []byte{}, uint64(2), true)
 	f.Add(uint8(3), bytes.Repeat([]byte("x"), 200), bytes.Repeat([]byte{0xff}, 128), uint64(3), false)
-	// Every native method (which is an index into natives), both packet
-	// sizes, passwords empty, exactly the key size and the longest.
-	for i, s := range natives {
-		for _, n := range []int{0, s.keySize, 200} {
-			f.Add(uint8(i), bytes.Repeat([]byte{byte(n)}, n), []byte("seed iv"), uint64(n), n != s.keySize)
-		}
+	for i := range natives { // each method in both packet sizes from the seeds alone
+		f.Add(uint8(i), bytes.Repeat([]byte("p"), 37*i%201), []byte{byte(i)}, uint64(i), false)
+		f.Add(uint8(i), bytes.Repeat([]byte("q"), (37*i+100)%201), []byte{byte(i)}, uint64(i), true)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, password, iv []byte, seed uint64, legacy bool) {
 		if len(password) > 200 {
 			password = password[:200]
 		}
-		s := natives[int(which)%len(natives)]
+		rows := referenced()
+		s := rows[int(which)%len(rows)]
 		var sd [32]byte
 		for i := range 8 {
 			sd[i] = byte(seed >> (8 * i))
@@ -152,7 +179,7 @@ func FuzzMatchesLibmcrypt(f *testing.F) {
 			t.Fatal(err)
 		}
 		plain := randBytes(r, size*3)
-		ct := sendNSCA(t, r, s.algorithm, password, fullIV, plain, size)
+		ct := sendNSCA(t, r, s.ref, refKeySize(s), password, fullIV, plain, size)
 		k, _ := e.NewKey()
 		defer k.Close()
 		if got := decryptSplit(r, e, k, fullIV, ct); !bytes.Equal(got, plain) {
@@ -184,8 +211,8 @@ func TestDESKeyParity(t *testing.T) {
 			flipped[i] ^= 1
 		}
 		iv, plain := randBytes(r, 128), randBytes(r, 300)
-		a := sendNSCA(t, r, alg.name, password, iv, plain, 300)
-		b := sendNSCA(t, r, alg.name, flipped, iv, plain, 300)
+		a := sendNSCA(t, r, alg.name, 0, password, iv, plain, 300)
+		b := sendNSCA(t, r, alg.name, 0, flipped, iv, plain, 300)
 		if !bytes.Equal(a, b) {
 			t.Fatalf("libmcrypt %s uses the parity bits", alg.name)
 		}
@@ -216,24 +243,39 @@ func TestLibmcryptEngineErrors(t *testing.T) {
 	}
 }
 
+// TestSelfTest: the self-test passes for every row libmcrypt has an equal
+// of, over passwords of 0..200 bytes (around the key size too), and says it
+// skipped the rest.
 func TestSelfTest(t *testing.T) {
 	withAESNI(t, func(t *testing.T) {
+		r := newRand("self-test")
 		for _, s := range natives {
-			for _, pw := range [][]byte{nil, []byte("secret "), bytes.Repeat([]byte("long"), 50)} {
-				e, err := New(EngineNative, s.method, s.algorithm, pw)
+			for _, n := range []int{0, 7, s.keySize - 1, s.keySize, s.keySize + 1, r.IntN(201), 200} {
+				e, err := New(EngineNative, s.method, s.algorithm, randBytes(r, n))
 				if err != nil {
 					t.Fatal(err)
 				}
 				rep, err := SelfTest(e)
-				if err != nil || rep.Skipped || rep.Packets < 8 || !strings.HasPrefix(rep.String(), "self-test passed") {
-					t.Fatalf("SelfTest(%s) = %v, %v", s.algorithm, rep, err)
+				switch {
+				case s.ref == "":
+					if err != nil || !rep.Skipped || !strings.Contains(rep.Why, s.algorithm) {
+						t.Errorf("SelfTest(%s) = %v, %v; want skipped", s.algorithm, rep, err)
+					}
+				case err != nil || rep.Skipped || rep.Packets < 8 || !strings.HasPrefix(rep.String(), "self-test passed"):
+					t.Fatalf("SelfTest(%s), password %d bytes = %v, %v", s.algorithm, n, rep, err)
 				}
 			}
 		}
 	})
-	e, _ := NewNativeAES(16, 99, "aes128", nil)
-	if rep, err := SelfTest(e); err != nil || !rep.Skipped || !strings.Contains(rep.Why, "aes128") {
-		t.Errorf("SelfTest(aes128) = %v, %v; want skipped", rep, err)
+	// A row for a stock method keyed with fewer bytes than NSCA keys
+	// libmcrypt with would decrypt no client: it must not pass by a
+	// comparison at its own key size.
+	e, err := makeNative(nativeSpec{14, "rijndael-128", 16, 16, newAESBulk, "rijndael-128"}, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := SelfTest(e); err != nil || !rep.Skipped || !strings.Contains(rep.Why, "keys with 32 bytes") {
+		t.Errorf("SelfTest(rijndael-128 keyed with 16 bytes) = %v, %v; want skipped, naming libmcrypt's key size", rep, err)
 	}
 }
 
@@ -256,7 +298,7 @@ func TestSelfTestRejectsWrongEngine(t *testing.T) {
 	defer func() { selfTestKeyHook = nil }()
 	for _, at := range []int{0, 5000, 9000, 14000} {
 		selfTestKeyHook = func(k Key) Key { return &faultyKey{Key: k, at: at} }
-		for _, s := range natives {
+		for _, s := range referenced() {
 			e, _ := New(EngineNative, s.method, s.algorithm, []byte("pw"))
 			rep, err := SelfTest(e)
 			if !errors.Is(err, ErrSelfTest) || rep.Skipped {

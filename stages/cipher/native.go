@@ -17,28 +17,52 @@ type bulk interface {
 	wipe()
 }
 
-// nativeSpec describes one natively implemented method.
+// nativeSpec describes one natively implemented method: one row of natives.
 type nativeSpec struct {
 	method    int
-	algorithm string // libmcrypt's name
-	keySize   int    // libmcrypt's largest key size, which NSCA always uses
+	algorithm string // libmcrypt's name; this project's for its own methods
+	keySize   int    // the key NSCA makes of the password (libmcrypt's largest for stock's methods)
 	blockSize int
 	newBulk   func(key []byte) (bulk, error)
-	// ref is the libmcrypt algorithm SelfTest compares with, keyed as NSCA
-	// keys it; "" for ciphers libmcrypt has no equal of (AES with a short
-	// key, Crypto++'s GOST), which SelfTest skips.
+	// ref is the libmcrypt algorithm SelfTest compares with, keyed with
+	// keySize bytes as NSCA keys it; "" for ciphers libmcrypt has no equal
+	// of (Crypto++'s GOST), which SelfTest skips.
 	ref string
 }
 
+// own says whether spec is one of this project's own methods (see
+// MethodAES128), which only the native engine serves.
+func (s nativeSpec) own() bool { return s.method >= firstOwnMethod }
+
+// Numbers of the methods this project adds for NSClient++: ciphers it
+// encrypts with that stock NSCA has no method number for. They lie beyond
+// stock's 0..26, so that no stock number ever changes meaning, and are
+// internal: nsca.cfg names them.
+const (
+	MethodAES128   = 100 // NSClient++'s aes128: AES, 16-byte key
+	MethodAES192   = 101 // NSClient++'s aes192: AES, 24-byte key
+	MethodGOST     = 102 // NSClient++'s gost: Crypto++'s GOST 28147-89 (not stock's 23)
+	firstOwnMethod = MethodAES128
+)
+
 // natives are the methods with a native engine, keyed exactly as NSCA keys
-// libmcrypt (checked bit for bit by the tests and by SelfTest).
+// libmcrypt (checked bit for bit by the tests and by SelfTest). A method is
+// added with the file of its bulk cipher and one row here.
 var natives = []nativeSpec{
 	{2, "des", 8, 8, newDESBulkNative, "des"},
 	{3, "tripledes", 24, 8, newTripleDESBulkNative, "tripledes"},
 	{5, "cast-256", 32, 16, newCAST256Bulk, "cast-256"},
 	{9, "twofish", 32, 16, newTwofishBulk, "twofish"},
+	{10, "loki97", 32, 16, newLokiBulk, "loki97"},
 	{14, "rijndael-128", 32, 16, newAESBulk, "rijndael-128"},
+	{15, "rijndael-192", 32, 24, newRijndaelBulk(6), "rijndael-192"},
+	{16, "rijndael-256", 32, 32, newRijndaelBulk(8), "rijndael-256"},
 	{20, "serpent", 32, 16, newSerpentBulk, "serpent"},
+	{23, "gost", 32, 8, newGOSTBulk(gostLibmcrypt), "gost"},
+	{26, "saferplus", 32, 16, newSaferBulk, "saferplus"},
+	{MethodAES128, "aes128", 16, 16, newAESBulk, "rijndael-128"},
+	{MethodAES192, "aes192", 24, 16, newAESBulk, "rijndael-128"},
+	{MethodGOST, "gost", 32, 8, newGOSTBulk(gostCryptopp), ""},
 }
 
 func nativeFor(method int) (nativeSpec, bool) {
@@ -56,11 +80,32 @@ func HasNative(method int) bool {
 	return ok
 }
 
-// NativeMethods lists the method numbers with a native engine, ascending.
+// NativeMethods lists the numbers of stock's methods that have a native
+// engine, ascending (this project's own methods, always native, are
+// OwnMethods).
 func NativeMethods() []int {
-	out := make([]int, 0, len(natives))
+	var out []int
 	for _, s := range natives {
-		out = append(out, s.method)
+		if !s.own() {
+			out = append(out, s.method)
+		}
+	}
+	return out
+}
+
+// OwnMethod is one of the methods this project adds (see MethodAES128).
+type OwnMethod struct {
+	Number int
+	Name   string // what nsca.cfg's decryption_method says
+}
+
+// OwnMethods lists this project's own methods, in number order.
+func OwnMethods() []OwnMethod {
+	var out []OwnMethod
+	for _, s := range natives {
+		if s.own() {
+			out = append(out, OwnMethod{s.method, s.algorithm})
+		}
 	}
 	return out
 }
@@ -75,25 +120,6 @@ func newNative(method int, algorithm string, password []byte) (Engine, error) {
 		return nil, fmt.Errorf("%w: %s: method %d is %s", ErrMethod, methodLabel(method, algorithm), method, spec.algorithm)
 	}
 	return makeNative(spec, password)
-}
-
-// NewNativeAES returns a native engine for AES with a keySize-byte key (16,
-// 24 or 32) in NSCA's 8-bit CFB: key = password truncated or zero-padded to
-// keySize, register = first 16 bytes of the IV, running on across packets.
-// method and algorithm only label the engine (e.g. NSClient++'s "aes128");
-// method 14 rijndael-128 is keySize 32. SelfTest can only check keySize 32,
-// the one libmcrypt serves, and skips the others.
-func NewNativeAES(keySize, method int, algorithm string, password []byte) (Engine, error) {
-	switch keySize {
-	case 16, 24, 32:
-	default:
-		return nil, fmt.Errorf("%w: %s: AES key size %d (want 16, 24 or 32)", ErrMethod, methodLabel(method, algorithm), keySize)
-	}
-	ref := ""
-	if keySize == 32 {
-		ref = "rijndael-128" // libmcrypt's rijndael-128 always keys with 32 bytes in NSCA
-	}
-	return makeNative(nativeSpec{method, algorithm, keySize, 16, newAESBulk, ref}, password)
 }
 
 func makeNative(spec nativeSpec, password []byte) (Engine, error) {

@@ -69,7 +69,11 @@ func SelfTest(e Engine) (SelfTestReport, error) {
 		return SelfTestReport{Skipped: true, Why: fmt.Sprintf("%s not compared with libmcrypt, which cannot open it: %v", label, err)}, nil
 	}
 	defer ref.Close()
-	if ref.KeySize() != ne.spec.keySize || ref.IVSize() != ne.spec.blockSize {
+	// NSCA keys stock's methods with libmcrypt's largest key size; only
+	// this project's own methods take a smaller one (aes128 is rijndael-128
+	// keyed with 16 bytes).
+	keyOK := ref.KeySize() == ne.spec.keySize || ne.spec.own() && ref.KeySize() > ne.spec.keySize
+	if !keyOK || ref.IVSize() != ne.spec.blockSize {
 		return SelfTestReport{Skipped: true, Why: fmt.Sprintf("%s not compared with libmcrypt: libmcrypt %s keys with %d bytes and a %d-byte register, this engine with %d and %d",
 			label, ne.spec.ref, ref.KeySize(), ref.IVSize(), ne.spec.keySize, ne.spec.blockSize)}, nil
 	}
@@ -94,7 +98,7 @@ func SelfTest(e Engine) (SelfTestReport, error) {
 		_, _ = chacha.Read(s.iv)
 		_, _ = chacha.Read(s.plain)
 		s.ct = bytes.Clone(s.plain)
-		if err := ref.Init(ne.password, s.iv); err != nil {
+		if err := ref.InitSized(ne.password, s.iv, ne.spec.keySize); err != nil {
 			return rep, fmt.Errorf("%w: %s: libmcrypt: %w", ErrSelfTest, label, err)
 		}
 		for p := 0; p < st.packets; p++ { // send_nsca encrypts packet by packet

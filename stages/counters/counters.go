@@ -208,7 +208,30 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 		// never does, and the line stays what parsers of it know.
 		line += fmt.Sprintf(", dialect_lossy=%d", s.DialectLossy)
 	}
-	return line
+	return line + s.queueDamage()
+}
+
+// queueDamage renders the damage found in the durable queues, only once
+// there is some, as dialect_lossy: results lost where known, and regions
+// whose cost is unknown.
+func (s Snapshot) queueDamage() string {
+	lost, unknown := map[string]uint64{}, map[string]uint64{}
+	for k, q := range s.Durable {
+		if q.Lost > 0 {
+			lost[k] = q.Lost
+		}
+		if q.LostUnknown > 0 {
+			unknown[k] = q.LostUnknown
+		}
+	}
+	var out string
+	if len(lost) > 0 {
+		out += fmt.Sprintf(", queue_lost{%s}", formatCounts(lost))
+	}
+	if len(unknown) > 0 {
+		out += fmt.Sprintf(", queue_lost_unknown{%s}", formatCounts(unknown))
+	}
+	return out
 }
 
 // Add sums o into s, for the statistics of several worker processes.

@@ -11,8 +11,12 @@ type DurableQueue struct {
 	// Replayed counts results delivered out of the queue (after the engine
 	// refused them or while older ones waited); Corrupt counts damaged
 	// regions skipped (a torn tail after a crash, a record whose checksum
-	// failed or that did not decode).
+	// failed or that did not decode, a segment file removed or cut short).
 	Replayed, Corrupt uint64
+	// Lost counts the results those regions cost where that is known;
+	// LostUnknown counts the regions whose cost no one can tell (damage
+	// found when a queue opens, in files no process of it had read).
+	Lost, LostUnknown uint64
 }
 
 // add sums o into q, for several worker processes: each has its own
@@ -23,6 +27,8 @@ func (q *DurableQueue) add(o DurableQueue) {
 	q.OldestSeconds = max(q.OldestSeconds, o.OldestSeconds)
 	q.Replayed += o.Replayed
 	q.Corrupt += o.Corrupt
+	q.Lost += o.Lost
+	q.LostUnknown += o.LostUnknown
 }
 
 // RegisterDurable makes Snapshot read the durable queue of destination

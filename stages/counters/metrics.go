@@ -115,7 +115,9 @@ var (
 	descDiskBytes   = desc("queue_disk_bytes", "Bytes waiting in a destination's durable queue on disk.", "sink")
 	descDiskOldest  = desc("queue_disk_oldest_seconds", "Age of the oldest result in a destination's durable queue; 0 when empty.", "sink")
 	descReplayed    = desc("queue_replayed_total", "Results delivered out of a destination's durable queue.", "sink")
-	descCorrupt     = desc("queue_corrupt_total", "Damaged regions of a durable queue skipped (torn tail, bad checksum, undecodable record).", "sink")
+	descCorrupt     = desc("queue_corrupt_total", "Damaged regions of a durable queue skipped (torn tail, bad checksum, undecodable record, segment file removed or cut short).", "sink")
+	descLost        = desc("queue_lost_results_total", "Results lost to damage of a durable queue, where known.", "sink")
+	descLostUnknown = desc("queue_lost_unknown_total", "Damaged regions of a durable queue whose number of lost results is unknown (found at start in files no process had read).", "sink")
 	descDecrypt     = desc("decrypt_seconds_total", "Time spent decrypting, by method.", "method")
 )
 
@@ -159,6 +161,8 @@ func (c *collector) collect(e *exposition) {
 		e.sample(descDiskOldest, "gauge", q.OldestSeconds, []string{k})
 		counter(descReplayed, q.Replayed, k)
 		counter(descCorrupt, q.Corrupt, k)
+		counter(descLost, q.Lost, k)
+		counter(descLostUnknown, q.LostUnknown, k)
 	}
 	e.sample(descDecrypt, "counter", float64(s.DecryptNanos)/1e9, []string{c.method})
 }

@@ -70,7 +70,16 @@
 //	28 4  CRC-32C of bytes 0..28
 //
 // Segments with a lower id than the acknowledged one are deleted, by Ack
-// and by Open.
+// and by Open, and so is a segment no one appends to once the reader has
+// passed its end. They are deleted before the ack file is written: removing
+// a file needs no space, and a deleted segment cannot come again whether or
+// not the write succeeds. The ack file's blocks are allocated when the
+// queue opens (fallocate, keeping its size), so that rewriting a slot in
+// place needs no space either; until they are, Append stores nothing
+// (ENOSPC goes to the caller's fallback), as records stored then could not
+// be acknowledged durably. (On a copy-on-write file system a rewrite needs
+// new blocks all the same; there the removal of segments is what frees
+// space first.)
 //
 // # Damage
 //
@@ -80,8 +89,17 @@
 // record cut off by the end of its file (a torn tail, a truncated file), is
 // skipped up to the next offset holding a verifying header whose record fits
 // in the file. Each such region counts once in Stats.Corrupt (whether Open or
-// the reader finds it), and the records after it, in that segment and the
-// later ones, are delivered as usual. A bad segment header counts, and the
+// the reader finds it) and is passed once to Options.OnDamage with what it
+// cost, and the records after it, in that segment and the later ones, are
+// delivered as usual. The cost is known for a segment this Queue wrote or
+// scanned at Open: it counts each segment's records, and once the reader has
+// passed a segment's end, the records it did not read are the cost of the
+// damage found in it (Stats.Lost); a record whose header verified costs one.
+// Damage found at Open costs an unknown number (Stats.LostUnknown). A segment
+// file removed under the queue is damage too: the reader moves on past it,
+// the writer notices (no link left) and starts a new one, and what was left
+// unacknowledged in it is counted at Close (the reader may still deliver
+// from a file it has open). A bad segment header counts, and the
 // records behind it are read all the same. A damaged ack file counts, and
 // delivery starts again from the oldest segment. Nothing in a file's
 // contents makes the queue panic.

@@ -144,12 +144,31 @@ const (
 )
 
 // event is what a scanner found next: a record, or a damaged region
-// [start, end) skipped.
+// [start, end) skipped; badData: the region is one record whose header
+// verified and whose data did not.
 type event struct {
 	kind       int
 	data       []byte
 	time       int64
 	start, end int64
+	badData    bool
+}
+
+// lost is what a damaged region cost: one record when its header
+// verified, else unknown (-1).
+func (e event) lost() int64 {
+	if e.badData {
+		return 1
+	}
+	return -1
+}
+
+// cause says what is wrong with a damaged region.
+func (e event) cause() string {
+	if e.badData {
+		return "record checksum failed"
+	}
+	return "no valid record (torn, cut short or overwritten)"
 }
 
 // Chunk sizes of reads.
@@ -226,7 +245,7 @@ func (s *scanner) next() (event, error) {
 	s.off = start + size
 	data := b[frameHeaderSize:size:size]
 	if crc(data) != h.dataCRC {
-		return event{kind: evDamage, start: start, end: s.off}, nil
+		return event{kind: evDamage, start: start, end: s.off, badData: true}, nil
 	}
 	return event{kind: evRecord, data: data, time: h.time, start: start, end: s.off}, nil
 }

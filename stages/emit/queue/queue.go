@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors. Errors returned wrap one of them, or an error from the
@@ -102,6 +106,28 @@ type Options struct {
 	// Now is the clock for record timestamps and Stats.OldestAge; nil is
 	// time.Now.
 	Now func() time.Time
+	// OnDamage, when set, hears of each damaged region once, when Open
+	// or the reader finds it (from the goroutine of Open or of the
+	// reader), for the caller to log; and when the writer finds its
+	// segment file removed (from the writer's, with Results unknown and
+	// not counted: the reader, or Close, counts what it cost).
+	OnDamage func(Damage)
+}
+
+// Damage is one damaged region of a queue file, as Options.OnDamage
+// hears of it.
+type Damage struct {
+	// File is the path of the segment or ack file; Offset and Bytes
+	// locate the region in it.
+	File          string
+	Offset, Bytes int64
+	// Results is how many records the region cost, -1 when no one can
+	// tell: the records of a segment this Queue has read or written are
+	// known and missing ones are counted when the reader has passed the
+	// segment's end; those of damage found at Open are not.
+	Results int64
+	// Cause says what is wrong.
+	Cause string
 }
 
 // Record is one queued record, as Peek returns it.
@@ -134,19 +160,26 @@ type Stats struct {
 	// Corrupt counts damaged regions skipped since Open: each record
 	// whose checksum failed, each run of bytes without a valid record
 	// header (a torn tail counts once), each bad segment header or ack
-	// file. CorruptBytes is their size.
+	// file, each segment file removed or cut short under the queue.
+	// CorruptBytes is their size.
 	Corrupt      int64
 	CorruptBytes int64
+	// Lost counts the records those regions cost where known;
+	// LostUnknown the regions whose cost no one can tell (see
+	// Damage.Results).
+	Lost, LostUnknown int64
 	// Appended and Acked count records since Open.
 	Appended int64
 	Acked    int64
 }
 
-// segment is one segment file. size and sealed are guarded by Queue.mu.
+// segment is one segment file. size, sealed and records are guarded by
+// Queue.mu once the Queue is open.
 type segment struct {
-	id     uint64
-	size   int64 // bytes readable: the end of the last whole record written
-	sealed bool  // no more appends
+	id      uint64
+	size    int64 // bytes readable: the end of the last whole record written
+	sealed  bool  // no more appends
+	records int64 // intact records in it, from where the reader starts: at Open's scan, and published since
 }
 
 // Queue is a durable FIFO queue of records in one directory. Append is
@@ -172,20 +205,31 @@ type Queue struct {
 
 	rmu sync.Mutex // the reader side
 	r   struct {
-		seg    uint64
-		sc     *scanner // over f, nil until the segment is opened
-		f      *os.File
-		recs   []Record
-		pos    []recPos // per recs entry
-		ph     int      // recs[ph:] are pending: read, not acknowledged
-		known  map[uint64]map[int64]bool
-		ack    *os.File
-		ackN   uint64
-		ackBuf [ackSlotSize]byte
-		closed bool
-		ackSeg uint64 // the position last persisted
-		ackOff int64
+		seg   uint64
+		sc    *scanner // over f, nil until the segment is opened
+		f     *os.File
+		recs  []Record
+		pos   []recPos // per recs entry
+		ph    int      // recs[ph:] are pending: read, not acknowledged
+		known map[uint64]map[int64]bool
+		// taken counts the records of segment seg read (or found
+		// damaged one by one); missing has the regions found in it whose
+		// cost is told once the reader is past its end (settle); gone:
+		// its file was not there to open.
+		taken   int64
+		missing []Damage
+		gone    bool
+		ack     *os.File
+		ackN    uint64
+		ackBuf  [ackSlotSize]byte
+		closed  bool
+		ackSeg  uint64 // the position last persisted
+		ackOff  int64
+		// ackDirty: the last write of the position failed.
+		ackDirty bool
 	}
+	// ackReserved: the ack file's blocks are allocated (reserveAck).
+	ackReserved atomic.Bool
 
 	mu       sync.Mutex // shared state
 	segs     []*segment // ascending ids
@@ -196,6 +240,8 @@ type Queue struct {
 	head     int64 // append time of the oldest unacknowledged record
 	corrupt  int64
 	corruptB int64
+	lost     int64
+	lostUnk  int64
 	appended int64
 	acked    int64
 }
@@ -255,10 +301,11 @@ func Open(dir string, opt Options) (*Queue, error) {
 	}
 	ack, haveAck := bestAck(ab[:n])
 	if !haveAck && n > 0 {
-		q.corrupt++ // replay from the oldest segment
-		q.corruptB += int64(n)
+		// Replay from the oldest segment: duplicates, nothing lost.
+		q.report(Damage{File: q.r.ack.Name(), Bytes: int64(n), Cause: "no valid acknowledged position: delivering again from the oldest segment"}, 0)
 	}
 	q.r.ackN = ack.counter
+	_ = q.reserveAck() // if the disk is full, Append tries again
 
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -266,16 +313,28 @@ func Open(dir string, opt Options) (*Queue, error) {
 	}
 	var maxID uint64
 	for _, e := range entries {
+		if id, isSeg := parseSegName(e.Name()); isSeg && e.Type().IsRegular() {
+			maxID = max(maxID, id)
+		}
+	}
+	for _, e := range entries {
 		id, isSeg := parseSegName(e.Name())
 		if !isSeg || !e.Type().IsRegular() {
 			continue
 		}
-		maxID = max(maxID, id)
 		info, err := e.Info()
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
-		if (haveAck && id < ack.seg) || info.Size() == 0 {
+		// A segment wholly acknowledged (the ack at or past its end) is
+		// removed as those before it: its space comes back at once.
+		acked := haveAck && (id < ack.seg || (id == ack.seg && ack.off >= info.Size()))
+		if !acked && info.Size() == 0 && id < maxID {
+			// Only the newest segment can be empty by a crash between
+			// its creation and its header: an older one was emptied.
+			q.report(Damage{File: filepath.Join(dir, e.Name()), Results: -1, Cause: "segment file emptied"}, 0)
+		}
+		if acked || info.Size() == 0 {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return nil, fmt.Errorf("queue: %w", err)
 			}
@@ -317,7 +376,13 @@ func (q *Queue) scanAll() error {
 		}
 		var hb [segHeaderSize]byte
 		if n, _ := f.ReadAt(hb[:], 0); !validSegHeader(hb[:n]) {
-			q.noteDamage(s.id, 0, min(s.size, segHeaderSize), true)
+			// The records behind a bad header are read all the same; a
+			// file shorter than a header has lost what it held.
+			lost := int64(0)
+			if s.size < segHeaderSize {
+				lost = -1
+			}
+			q.noteDamage(s.id, 0, min(s.size, segHeaderSize), true, lost, "bad segment header")
 		}
 		start := min(segHeaderSize, s.size)
 		if s.id == q.ackSeg {
@@ -334,13 +399,14 @@ func (q *Queue) scanAll() error {
 				break
 			}
 			if ev.kind == evDamage {
-				q.noteDamage(s.id, ev.start, ev.end-ev.start, true)
+				q.noteDamage(s.id, ev.start, ev.end-ev.start, true, ev.lost(), ev.cause())
 				continue
 			}
 			if q.records == 0 {
 				q.head = ev.time
 			}
 			q.records++
+			s.records++
 		}
 		buf = sc.buf
 		f.Close()
@@ -348,9 +414,11 @@ func (q *Queue) scanAll() error {
 	return nil
 }
 
-// noteDamage counts a damaged region once: at Open, or when the reader
-// finds damage that Open did not see.
-func (q *Queue) noteDamage(seg uint64, start, n int64, atOpen bool) {
+// noteDamage counts a damaged region of segment seg once: at Open, or
+// when the reader finds damage that Open did not see. lost is what it cost
+// (-1 unknown); found by the reader with lost unknown, it waits in
+// r.missing for settle to tell.
+func (q *Queue) noteDamage(seg uint64, start, n int64, atOpen bool, lost int64, cause string) {
 	m := q.r.known[seg]
 	if atOpen {
 		if m == nil {
@@ -361,10 +429,29 @@ func (q *Queue) noteDamage(seg uint64, start, n int64, atOpen bool) {
 	} else if m[start] {
 		return
 	}
+	d := Damage{File: filepath.Join(q.dir, segName(seg)), Offset: start, Bytes: n, Results: lost, Cause: cause}
+	if !atOpen && lost < 0 {
+		q.r.missing = append(q.r.missing, d)
+		return
+	}
+	q.report(d, lost)
+}
+
+// report counts a damaged region, and lost of the records it cost
+// (unknown if d.Results < 0), and passes it to Options.OnDamage.
+func (q *Queue) report(d Damage, lost int64) {
 	q.mu.Lock()
 	q.corrupt++
-	q.corruptB += n
+	q.corruptB += d.Bytes
+	if d.Results < 0 {
+		q.lostUnk++
+	} else {
+		q.lost += lost
+	}
 	q.mu.Unlock()
+	if q.opt.OnDamage != nil {
+		q.opt.OnDamage(d)
+	}
 }
 
 // unackedLocked is Stats.Bytes; q.mu is held.
@@ -396,6 +483,11 @@ func (q *Queue) Append(recs ...[]byte) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
+	if err := q.reserveAck(); err != nil {
+		// Records stored now could not be acknowledged durably: after a
+		// restart they would come again. The caller's fallback takes them.
+		return 0, err
+	}
 	now := q.opt.Now().UnixNano()
 	q.mu.Lock()
 	queued := q.unackedLocked()
@@ -415,6 +507,7 @@ func (q *Queue) Append(recs ...[]byte) (int, error) {
 		}
 		n++
 	}
+	q.checkRemoved()
 	for done := 0; done < n; {
 		if q.w.f == nil || (q.w.size > segHeaderSize && q.w.size+frameSize(recs[done]) > q.opt.SegmentBytes) {
 			if err := q.roll(); err != nil {
@@ -464,10 +557,34 @@ func (q *Queue) write(buf []byte) error {
 	return fmt.Errorf("queue: append to %s: %w", name, err)
 }
 
+// checkRemoved seals the current segment if its file was removed under
+// the queue (no link left), so that what comes next goes to a file that
+// exists; what the removed one held is the reader's to count (settle).
+func (q *Queue) checkRemoved() {
+	if q.w.f == nil {
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(q.w.f.Fd()), &st); err != nil || st.Nlink > 0 {
+		return
+	}
+	if q.opt.OnDamage != nil {
+		// Not counted: what it costs is told when the reader finds the
+		// file missing, or at Close.
+		q.opt.OnDamage(Damage{File: q.w.f.Name(), Bytes: q.w.size, Results: -1, Cause: "segment file removed while appended to, appending to a new one (what was not delivered of it is counted when it is lost)"})
+	}
+	q.w.f.Close()
+	q.w.f = nil
+	q.mu.Lock()
+	q.w.seg.sealed = true
+	q.mu.Unlock()
+}
+
 // publish makes records written and synced visible to the reader.
 func (q *Queue) publish(n int, bytes, now int64) {
 	q.mu.Lock()
 	q.w.seg.size = q.w.size
+	q.w.seg.records += int64(n)
 	q.disk += bytes
 	if q.records == 0 {
 		q.head = now
@@ -517,6 +634,24 @@ func (q *Queue) roll() error {
 	return nil
 }
 
+// reserveAck allocates the ack file's blocks (fallocate, keeping its
+// size), so that writing a position never needs space: the first write of
+// a new, empty file is what ENOSPC would refuse, and every record
+// acknowledged since would come again after a restart. Once allocated, the
+// slots are rewritten in place. A file system without fallocate is left
+// as it is: there is nothing better to do.
+func (q *Queue) reserveAck() error {
+	if q.ackReserved.Load() {
+		return nil
+	}
+	err := unix.Fallocate(int(q.r.ack.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, ackFileSize)
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("queue: reserve space for %s: %w", q.r.ack.Name(), err)
+	}
+	q.ackReserved.Store(true)
+	return nil
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -540,6 +675,8 @@ func (q *Queue) Stats() Stats {
 		Segments:     len(q.segs),
 		Corrupt:      q.corrupt,
 		CorruptBytes: q.corruptB,
+		Lost:         q.lost,
+		LostUnknown:  q.lostUnk,
 		Appended:     q.appended,
 		Acked:        q.acked,
 	}
@@ -563,10 +700,16 @@ func (q *Queue) Close() error {
 		return ErrClosed
 	}
 	q.w.closed, q.r.closed = true, true
+	q.reportRemoved()
 	var err error
+	if q.r.ackDirty {
+		err = q.writeAck()
+	}
 	if q.opt.Fsync != FsyncNever {
 		if q.w.f != nil {
-			err = q.w.f.Sync()
+			if serr := q.w.f.Sync(); err == nil {
+				err = serr
+			}
 		}
 		if serr := q.r.ack.Sync(); err == nil {
 			err = serr
@@ -580,6 +723,37 @@ func (q *Queue) Close() error {
 		return fmt.Errorf("queue: close: %w", err)
 	}
 	return nil
+}
+
+// reportRemoved counts, at Close, the records left unacknowledged in
+// segment files removed under the queue: the reader may still have been
+// delivering them from its open file, but no one can once it is closed.
+// Both sides' locks are held.
+func (q *Queue) reportRemoved() {
+	pending := map[uint64]int64{}
+	for _, p := range q.r.pos[q.r.ph:] {
+		pending[p.seg]++
+	}
+	q.mu.Lock()
+	segs := slices.Clone(q.segs)
+	q.mu.Unlock()
+	for _, s := range segs {
+		if _, err := os.Lstat(filepath.Join(q.dir, segName(s.id))); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		q.mu.Lock()
+		left := pending[s.id]
+		switch {
+		case s.id == q.r.seg:
+			left += s.records - q.r.taken
+		case s.id > q.r.seg:
+			left += s.records
+		}
+		q.mu.Unlock()
+		if left > 0 {
+			q.report(Damage{File: filepath.Join(q.dir, segName(s.id)), Bytes: s.size, Results: left, Cause: "segment file removed under the queue: what was not delivered of it is lost at close"}, left)
+		}
+	}
 }
 
 func (q *Queue) closeFiles() error {

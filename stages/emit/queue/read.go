@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -94,21 +96,17 @@ func (q *Queue) readPos() (uint64, int64) {
 
 // persistAck writes the acknowledged position, the start of the oldest
 // pending record or else the read position, to the ack file, and deletes
-// the segments before it.
+// the segments before it. The segments go first: removing a file needs no
+// space, so on a full file system it frees what the ack file may need, and
+// a segment removed never comes again whether or not the write succeeds.
 func (q *Queue) persistAck() error {
 	seg, off := q.readPos()
 	if q.r.ph < len(q.r.recs) {
 		p := q.r.pos[q.r.ph]
 		seg, off = p.seg, p.start
 	}
-	if seg == q.r.ackSeg && off == q.r.ackOff {
+	if seg == q.r.ackSeg && off == q.r.ackOff && !q.r.ackDirty {
 		return nil
-	}
-	q.r.ackN++
-	encodeAck(&q.r.ackBuf, ackPos{counter: q.r.ackN, seg: seg, off: off})
-	_, err := q.r.ack.WriteAt(q.r.ackBuf[:], int64(q.r.ackN%2)*ackSlotSize)
-	if err == nil && q.opt.Fsync == FsyncAlways {
-		err = q.r.ack.Sync()
 	}
 	q.r.ackSeg, q.r.ackOff = seg, off
 	var gone []*segment
@@ -120,16 +118,35 @@ func (q *Queue) persistAck() error {
 		q.segs = q.segs[1:]
 	}
 	q.mu.Unlock()
+	var err error
 	for _, s := range gone {
 		delete(q.r.known, s.id)
 		if rerr := os.Remove(filepath.Join(q.dir, segName(s.id))); rerr != nil && !os.IsNotExist(rerr) && err == nil {
 			err = rerr
 		}
 	}
+	if werr := q.writeAck(); err == nil {
+		err = werr
+	}
 	if err != nil {
 		return fmt.Errorf("queue: ack: %w", err)
 	}
 	return nil
+}
+
+// writeAck writes the reader's acknowledged position to the ack file
+// (synced under FsyncAlways). After a failure the position is written
+// again by the next persistAck or Close, even if it did not move.
+func (q *Queue) writeAck() error {
+	_ = q.reserveAck() // the write may succeed all the same
+	q.r.ackN++
+	encodeAck(&q.r.ackBuf, ackPos{counter: q.r.ackN, seg: q.r.ackSeg, off: q.r.ackOff})
+	_, err := q.r.ack.WriteAt(q.r.ackBuf[:], int64(q.r.ackN%2)*ackSlotSize)
+	if err == nil && q.opt.Fsync == FsyncAlways {
+		err = q.r.ack.Sync()
+	}
+	q.r.ackDirty = err != nil
+	return err
 }
 
 // fill reads records until n are pending or nothing more is published.
@@ -151,13 +168,24 @@ func (q *Queue) fill(n int) error {
 				break
 			}
 		}
-		var size int64
+		var size, records int64
 		var sealed bool
 		if cur != nil {
-			size, sealed = cur.size, cur.sealed
+			size, sealed, records = cur.size, cur.sealed, cur.records
 		}
 		q.mu.Unlock()
-		if cur == nil || (q.r.sc != nil && q.r.sc.off >= size) {
+		if cur == nil || q.r.gone || (q.r.sc != nil && q.r.sc.off >= size) {
+			if cur != nil {
+				q.settle(cur.id, size, records)
+			}
+			if cur != nil && sealed && next == nil {
+				// Past the end of a segment no one appends to: move on to
+				// the id the writer will use next, so that persistAck
+				// removes it and its space comes back now, not when the
+				// writer starts another (on a full disk, never).
+				q.moveTo(cur.id + 1)
+				return nil
+			}
 			if next == nil || (cur != nil && !sealed) {
 				return nil // caught up
 			}
@@ -165,7 +193,10 @@ func (q *Queue) fill(n int) error {
 			continue
 		}
 		if q.r.sc == nil {
-			if err := q.openSegment(size); err != nil {
+			if err := q.openSegment(size); errors.Is(err, fs.ErrNotExist) {
+				q.r.gone = true
+				q.r.missing = append(q.r.missing, Damage{File: filepath.Join(q.dir, segName(q.r.seg)), Bytes: size, Results: -1, Cause: "segment file removed"})
+			} else if err != nil {
 				return err
 			}
 			continue
@@ -181,16 +212,22 @@ func (q *Queue) fill(n int) error {
 				break
 			}
 			if ev.kind == evDamage {
-				q.noteDamage(q.r.seg, ev.start, ev.end-ev.start, false)
+				if ev.badData && !q.r.known[q.r.seg][ev.start] {
+					q.r.taken++ // one of the records counted in the segment
+				}
+				q.noteDamage(q.r.seg, ev.start, ev.end-ev.start, false, ev.lost(), ev.cause())
 				continue
 			}
+			q.r.taken++
 			q.r.recs = append(q.r.recs, Record{Data: ev.data, Appended: time.Unix(0, ev.time)})
 			q.r.pos = append(q.r.pos, recPos{seg: q.r.seg, start: ev.start, end: ev.end})
 			// A record cut short by a shorter file than published: the
 			// scanner moved end; keep going with the next segment.
 		}
 		if sc.end < size {
-			sc.off = size // the file was cut while open: the rest is gone
+			// The file was cut while open: the rest is gone.
+			q.r.missing = append(q.r.missing, Damage{File: filepath.Join(q.dir, segName(q.r.seg)), Offset: sc.end, Bytes: size - sc.end, Results: -1, Cause: "segment file cut short"})
+			sc.off = size
 		}
 		if len(q.r.recs)-q.r.ph < n && sc.off >= size && !sealed {
 			return nil
@@ -205,6 +242,47 @@ func (q *Queue) moveTo(id uint64) {
 		q.r.f.Close()
 	}
 	q.r.f, q.r.sc, q.r.seg = nil, nil, id
+	q.r.taken, q.r.missing, q.r.gone = 0, nil, false
+}
+
+// settle tells what the damage the reader found in segment id cost, now
+// that it has passed everything published in it (size): of the records
+// counted in the segment (at Open, and appended since; records, read with
+// size), those it did not read. With one region found,
+// that is its cost; with several, their sum is reported with each.
+// Records missing with no damage found (a file replaced) are a region of
+// their own at the end.
+func (q *Queue) settle(id uint64, size, records int64) {
+	short := records - q.r.taken
+	if short <= 0 && len(q.r.missing) == 0 {
+		return
+	}
+	q.r.taken += max(short, 0)
+	short = max(short, 0)
+	regions := q.r.missing
+	q.r.missing = nil
+	if len(regions) == 0 {
+		if q.r.gone {
+			// More records went to the removed file after it was
+			// reported (the writer had not noticed yet).
+			q.mu.Lock()
+			q.lost += short
+			q.mu.Unlock()
+			return
+		}
+		regions = []Damage{{File: filepath.Join(q.dir, segName(id)), Offset: size, Cause: "records missing"}}
+	}
+	for i, d := range regions {
+		d.Results = short
+		if len(regions) > 1 {
+			d.Cause += fmt.Sprintf(" (%d regions of this segment lost these together)", len(regions))
+		}
+		if i == 0 {
+			q.report(d, short)
+		} else {
+			q.report(d, 0) // the sum is counted once
+		}
+	}
 }
 
 // openSegment opens the reader's segment and checks its header.
@@ -215,7 +293,7 @@ func (q *Queue) openSegment(size int64) error {
 	}
 	var hb [segHeaderSize]byte
 	if n, _ := f.ReadAt(hb[:], 0); !validSegHeader(hb[:n]) {
-		q.noteDamage(q.r.seg, 0, min(size, segHeaderSize), false)
+		q.noteDamage(q.r.seg, 0, min(size, segHeaderSize), false, -1, "bad segment header")
 	}
 	start := min(segHeaderSize, size)
 	if q.r.seg == q.r.ackSeg {

@@ -63,6 +63,9 @@ type CommandFile struct {
 
 	fd     int
 	isFIFO bool
+	// held tells when the path of a regular file kept open
+	// (aggregate_writes) names another file: it was rotated.
+	held heldFile
 	// congested is set when the pipe stayed full for FullWait, until a write
 	// goes through again: meanwhile results do not wait for it, so a slow
 	// core costs one FullWait, not one per batch, before the spool takes over.
@@ -109,6 +112,7 @@ func (c *CommandFile) open() error {
 	}
 	var fd int
 	var err error
+	c.held.opening()
 	for {
 		fd, err = unix.Open(c.Path, flags, 0)
 		if err != unix.EINTR {
@@ -123,6 +127,7 @@ func (c *CommandFile) open() error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err == nil {
 		c.isFIFO = st.Mode&unix.S_IFMT == unix.S_IFIFO
+		c.held.record(&st)
 	}
 	c.lastKind = "file"
 	if c.isFIFO {
@@ -167,20 +172,29 @@ func (c *CommandFile) failed(err error) {
 	c.retry.failed()
 }
 
-// revalidate closes a FIFO kept open between batches (without
-// aggregate_writes) once the path no longer names it. Stock opens the
-// command file for every result, which sees a FIFO removed or made anew at
-// once; so does one fstat(2) of the open FIFO per batch: removing the path,
-// or renaming another file onto it, leaves the FIFO with no link. That is
-// one call on a descriptor, where stat(2) of the path walks it and open,
-// fstat and close cost three. A regular file is still opened per batch.
+// revalidate closes a file kept open between batches once the path no
+// longer names it. Stock opens the command file for every result, which
+// sees a FIFO removed or made anew at once; so does one fstat(2) of a FIFO
+// kept open without aggregate_writes per batch: removing the path, or
+// renaming another file onto it, leaves the FIFO with no link. That is one
+// call on a descriptor, where stat(2) of the path walks it and open, fstat
+// and close cost three. A regular file is opened per batch, unless
+// aggregate_writes keeps it open: then a rotation renames it and leaves
+// its links, so the path is checked (and Reopen asked for).
 func (c *CommandFile) revalidate() {
-	if c.fd < 0 || c.Aggregate || !c.isFIFO {
+	if c.fd < 0 {
 		return
 	}
-	var st unix.Stat_t
-	if err := rawsys.Fstat(c.fd, &st); err != nil || st.Nlink == 0 {
-		c.closeFD()
+	switch {
+	case c.isFIFO && !c.Aggregate:
+		var st unix.Stat_t
+		if err := rawsys.Fstat(c.fd, &st); err != nil || st.Nlink == 0 {
+			c.closeFD()
+		}
+	case !c.isFIFO && c.Aggregate:
+		if c.held.stale(c.Path) {
+			c.closeFD()
+		}
 	}
 }
 

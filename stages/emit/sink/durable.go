@@ -29,6 +29,10 @@ const (
 	// reopenEvery spaces attempts at a queue directory another pipeline
 	// still holds (the previous one draining after a reload).
 	reopenEvery = time.Second
+	// Attempts at a queue directory that cannot be used (a read-only or
+	// full file system, no permission), a condition that may last hours,
+	// wait twice as long each time, up to reopenMaxWait.
+	reopenMaxWait = 30 * time.Second
 )
 
 // DurableConfig configures a durable queue in front of a remote sink.
@@ -90,18 +94,20 @@ type Durable struct {
 	recs [][]byte
 }
 
-// NewDurable opens the queue in cfg.Dir in front of inner. A directory
-// held by another pipeline of this daemon (the previous one, still
-// draining after a reload) is opened later, once free: until then results
-// that inner cannot deliver go to the fallback.
+// NewDurable opens the queue in cfg.Dir in front of inner. A queue that
+// does not open is served as the running daemon serves one that fails:
+// results that inner cannot deliver go to the fallback, and the queue is
+// opened later, by a goroutine that tries it again: a directory held by
+// another pipeline of this daemon (the previous one, still draining after
+// a reload) once it is free, one that cannot be used (a read-only or full
+// file system, no permission) once it can. It does not fail: a restart
+// serves as the daemon did before it.
 func NewDurable(inner Sink, cfg DurableConfig) (*Durable, error) {
 	d := &Durable{inner: inner, cfg: cfg, name: inner.Name(), stop: make(chan struct{})}
 	if err := d.open(); err != nil {
-		if !errors.Is(err, queue.ErrLocked) {
-			return nil, err
-		}
+		d.logNotOpen(err)
 		d.workers.Add(1)
-		go d.awaitQueue()
+		go d.awaitQueue(err)
 	}
 	if cfg.Stats != nil {
 		cfg.Stats.RegisterDurable(d.name, d.Stats)
@@ -112,11 +118,8 @@ func NewDurable(inner Sink, cfg DurableConfig) (*Durable, error) {
 // open opens the queue and starts the drainer; d.mu is held or d is not
 // shared yet.
 func (d *Durable) open() error {
-	q, err := queue.Open(d.cfg.Dir, queue.Options{MaxBytes: d.cfg.MaxBytes, Fsync: d.cfg.Fsync})
+	q, err := queue.Open(d.cfg.Dir, d.queueOptions())
 	if err != nil {
-		if d.cfg.Log != nil {
-			d.cfg.Log.Warningf("durable:"+d.name, "%s: durable queue %s not open: %v; undelivered results go to the fallback meanwhile", d.name, d.cfg.Dir, err)
-		}
 		return fmt.Errorf("sink: %s: %w", d.name, err)
 	}
 	d.q = q
@@ -132,17 +135,48 @@ func (d *Durable) open() error {
 	return nil
 }
 
-// awaitQueue tries every reopenEvery to open the queue that was held at
-// start, until it opens or Close; it alone retries, so that what the queue
-// holds is delivered (and what it is to take over, adopted) whether or not
-// results come to Write meanwhile.
-func (d *Durable) awaitQueue() {
+// logNotOpen says why the queue did not open and what happens meanwhile.
+func (d *Durable) logNotOpen(err error) {
+	if errors.Is(err, queue.ErrLocked) {
+		// For a moment after every reload.
+		if d.cfg.Log != nil {
+			d.cfg.Log.Warningf("durable:"+d.name, "%s: durable queue %s not open: %v; undelivered results go to the fallback meanwhile", d.name, d.cfg.Dir, err)
+		}
+		return
+	}
+	glog.Warningf("%s: durable queue %s cannot be used: %v; serving without it: what %s does not take goes to its fallback (counted in fell_back; without one, dropped and logged) until the queue opens, tried again every %v to %v",
+		d.name, d.cfg.Dir, err, d.name, reopenEvery, reopenMaxWait)
+}
+
+// queueOptions are the options of this sink's queues: its own and those
+// it takes over.
+func (d *Durable) queueOptions() queue.Options {
+	return queue.Options{MaxBytes: d.cfg.MaxBytes, Fsync: d.cfg.Fsync, OnDamage: d.logDamage}
+}
+
+// logDamage logs a damaged region of a queue, once (the queue reports
+// each once), with what it cost.
+func (d *Durable) logDamage(dm queue.Damage) {
+	lost := "unknown"
+	if dm.Results >= 0 {
+		lost = fmt.Sprint(dm.Results)
+	}
+	glog.Warningf("%s: durable queue damaged: %s at offset %d (%d bytes): %s; results lost: %s", d.name, dm.File, dm.Offset, dm.Bytes, dm.Cause, lost)
+}
+
+// awaitQueue tries to open the queue that did not open at start (why),
+// until it opens or Close; it alone retries, so that what the queue holds
+// is delivered (and what it is to take over, adopted) whether or not
+// results come to Write meanwhile. It logs when the reason changes and when
+// a queue that could not be used opens.
+func (d *Durable) awaitQueue(why error) {
 	defer d.workers.Done()
+	wait := reopenEvery
 	for {
 		select {
 		case <-d.stop:
 			return
-		case <-time.After(reopenEvery):
+		case <-time.After(wait):
 		}
 		d.mu.Lock()
 		var err error
@@ -153,7 +187,19 @@ func (d *Durable) awaitQueue() {
 		}
 		d.mu.Unlock()
 		if err == nil {
+			if !errors.Is(why, queue.ErrLocked) {
+				glog.Infof("%s: durable queue %s open now: what %s does not take is queued again", d.name, d.cfg.Dir, d.name)
+			}
 			return
+		}
+		if err.Error() != why.Error() {
+			d.logNotOpen(err)
+		}
+		why = err
+		if errors.Is(err, queue.ErrLocked) {
+			wait = reopenEvery
+		} else {
+			wait = min(2*wait, reopenMaxWait)
 		}
 	}
 }
@@ -350,11 +396,14 @@ func (d *Durable) Stats() counters.DurableQueue {
 	d.mu.Lock()
 	q := d.q
 	d.mu.Unlock()
-	st := counters.DurableQueue{Replayed: d.replayed.Load(), Corrupt: d.corrupt.Load()}
+	// A record that did not decode is one result lost.
+	st := counters.DurableQueue{Replayed: d.replayed.Load(), Corrupt: d.corrupt.Load(), Lost: d.corrupt.Load()}
 	if q != nil {
 		qs := q.Stats()
 		st.Results, st.Bytes, st.OldestSeconds = qs.Records, qs.Bytes, qs.OldestAge.Seconds()
 		st.Corrupt += uint64(qs.Corrupt)
+		st.Lost += uint64(qs.Lost)
+		st.LostUnknown = uint64(qs.LostUnknown)
 	}
 	return st
 }

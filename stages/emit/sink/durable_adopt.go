@@ -49,7 +49,7 @@ func (d *Durable) adopt(q *queue.Queue) {
 // adoptDir moves the results of the queue in dir into q and removes dir.
 // It reports whether dir is done with; false leaves it for the next try.
 func (d *Durable) adoptDir(q *queue.Queue, dir string) bool {
-	old, err := queue.Open(dir, queue.Options{MaxBytes: d.cfg.MaxBytes, Fsync: d.cfg.Fsync})
+	old, err := queue.Open(dir, d.queueOptions())
 	if err != nil {
 		if !errors.Is(err, queue.ErrLocked) && d.cfg.Log != nil {
 			d.cfg.Log.Warningf("durable-adopt:"+d.name, "%s: queue %s of a removed worker slot not open: %v", d.name, dir, err)
@@ -94,8 +94,12 @@ func (d *Durable) moveRecords(q, old *queue.Queue) (moved, left int64, err error
 		}
 		n, aerr := q.Append(data...)
 		if n > 0 {
+			// An acknowledgement that could not be written (a full disk)
+			// does not stop the move: old has let the records go, and
+			// stopping would reopen it at the written position and move
+			// them twice. Emptied segments are removed all the same.
 			if err := old.Ack(n); err != nil {
-				return moved + int64(n), old.Stats().Records, err
+				glog.Errorf("%s: %v", d.name, err)
 			}
 			moved += int64(n)
 		}

@@ -2,6 +2,8 @@ package sink
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -35,5 +37,35 @@ func TestDurableOpensHeldQueueUnprompted(t *testing.T) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		t.Fatalf("%d of the 50 queued results delivered", len(e.got["s"]))
+	}
+}
+
+// TestDurableUnusableQueueAtStart: a queue directory that cannot be used at
+// start (here a path through a regular file) does not fail NewDurable: what
+// the engine does not take is returned for the fallback, as when the queue
+// fails while running, and the queue opens by itself once it can.
+func TestDurableUnusableQueueAtStart(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &orderEngine{t: t, got: map[string][]int{}}
+	e.down.Store(true)
+	d, err := NewDurable(e, DurableConfig{Dir: filepath.Join(blocker, "queue")})
+	if err != nil {
+		t.Fatalf("NewDurable with an unusable directory: %v", err)
+	}
+	defer d.Close()
+	if n, err := d.Write([]Item{item(1, "h", "s", 0, "seq 1")}); n != 0 || err == nil {
+		t.Errorf("Write with the engine down and no queue = %d, %v; want 0 and the engine's error, for the fallback", n, err)
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(10*time.Second, func() bool { return d.queue() != nil }) {
+		t.Fatal("the queue did not open once its directory could be made")
+	}
+	if n, err := d.Write([]Item{item(1, "h", "s", 0, "seq 2")}); n != 1 || err != nil {
+		t.Errorf("Write with the engine down and the queue open = %d, %v; want 1 queued", n, err)
 	}
 }

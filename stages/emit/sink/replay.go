@@ -270,7 +270,13 @@ func readSpool(path string, rep *ReplayReport) (items []Item, files []string, er
 	return items, files, nil
 }
 
-// readDump reads the command lines of a dump file.
+// errTornLine is the reason a dump file's last line is skipped when its
+// newline is missing.
+var errTornLine = errors.New("no newline at its end: a line cut off as it was written (a crash, a full disk, or a copy taken during a write), not delivered")
+
+// readDump reads the command lines of a dump file. Each line it skips (one
+// that does not parse, or a torn last line) is reported with the file and
+// line number.
 func readDump(path string, rep *ReplayReport) ([]Item, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -279,10 +285,25 @@ func readDump(path string, rep *ReplayReport) ([]Item, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	// The daemon writes whole lines, so a last line without its newline was
+	// cut off: it may still parse, with its output cut short, and must not
+	// be delivered as if it were the result sent.
+	torn := false
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		adv, tok, err := bufio.ScanLines(data, atEOF)
+		if atEOF && adv == len(data) && adv > 0 && data[adv-1] != '\n' {
+			torn = true
+		}
+		return adv, tok, err
+	})
 	var items []Item
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if torn {
+			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s:%d: %v", path, n, errTornLine))
 			continue
 		}
 		it, err := parseCommand(line)

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/stages/emit/dialect"
@@ -261,12 +263,18 @@ func (s *Spool) publish(tmp string) (string, error) {
 func (s *Spool) Close() error { return nil }
 
 // Dump appends command lines to alternate_dump_file, creating it if needed,
-// where stock puts results while the command file is missing.
+// where stock puts results while the command file is missing. It keeps the
+// file open, and opens the path again once it names another file (log
+// rotation) or Reopen asks.
 type Dump struct {
-	Path  string
-	fd    int
-	lines lineBuf
-	lossy *atomic.Uint64
+	Path string
+	fd   int
+	held heldFile
+	// opened is set from opening the file until the first write has
+	// looked at its end (endTorn).
+	opened bool
+	lines  lineBuf
+	lossy  *atomic.Uint64
 }
 
 // UseDialect makes the dump file escape outputs in d (command_file_dialect),
@@ -286,22 +294,16 @@ func (d *Dump) Name() string { return "dump_file" }
 // reports the lines that are in the file whole and cuts off a partial one,
 // so counters match the file and no line is glued to the next.
 func (d *Dump) Write(items []Item) (int, error) {
-	if d.fd < 0 {
-		fd, err := unix.Open(d.Path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o666)
-		if err != nil {
-			return 0, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
-		}
-		d.fd = fd
+	fd, err := d.lock()
+	if err != nil {
+		return 0, err
+	}
+	if fd >= 0 {
+		defer unix.Flock(fd, unix.LOCK_UN)
 	}
 	d.lines.reset()
 	for _, it := range items {
 		d.lines.add(it)
-	}
-	// Several writers append to one dump file (the fallback and the overflow
-	// of one process, and every worker process): the lock keeps anyone from
-	// appending between a short write and the cut of its partial line.
-	if err := unix.Flock(d.fd, unix.LOCK_EX); err == nil {
-		defer unix.Flock(d.fd, unix.LOCK_UN)
 	}
 	n, err := writeLines(d.fd, &d.lines)
 	countLossy(d.lossy, d.lines.lossyIn(n))
@@ -309,6 +311,90 @@ func (d *Dump) Write(items []Item) (int, error) {
 		return n, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
 	}
 	return n, nil
+}
+
+// lock opens the file the path names now and locks it, returning the
+// descriptor to unlock (-1 when flock failed: the lines are written all the
+// same). Several writers append to one dump file (the fallback and the
+// overflow of one process, and every worker process): the lock keeps anyone
+// from appending between a short write and the cut of its partial line.
+// The path is checked under the lock, so that once a rotation has renamed
+// the file and then taken its lock (the shipped logrotate snippet does,
+// before compressing it), nothing is written to it any more.
+func (d *Dump) lock() (int, error) {
+	for tries := 0; ; tries++ {
+		if d.fd < 0 {
+			d.held.opening()
+			fd, err := unix.Open(d.Path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o666)
+			if err != nil {
+				return -1, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
+			}
+			d.fd, d.opened = fd, true
+			d.held.opened(fd)
+		}
+		locked := unix.Flock(d.fd, unix.LOCK_EX) == nil
+		// A file just opened that is stale already is being rotated again:
+		// the lines go to it rather than round this loop for ever.
+		if tries > 0 || !d.held.stale(d.Path) {
+			if d.opened && locked {
+				d.opened = false
+				d.endTorn()
+			}
+			if !locked {
+				return -1, nil
+			}
+			return d.fd, nil
+		}
+		if locked {
+			unix.Flock(d.fd, unix.LOCK_UN)
+		}
+		d.Close()
+	}
+}
+
+// tornLook is how far from its end endTorn looks for a file's last newline.
+const tornLook = 64 << 10
+
+// endTorn cuts off the partial last line that a write cut short by a crash
+// (kill -9 or the OOM killer during a long write, a power loss) can leave
+// at the end of the file: the next line would be glued to it, two results
+// read as one (the second lost) by the core or by --replay. It is logged
+// with what it held, as keepWholeLines cuts the partial line of a short
+// write. A tail longer than tornLook without a newline is ended with one
+// instead, so that nothing is cut blindly. Called under the lock, once per
+// open.
+func (d *Dump) endTorn() {
+	var st unix.Stat_t
+	if unix.Fstat(d.fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size == 0 {
+		return
+	}
+	rfd, err := unix.Open(d.Path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(rfd)
+	from := max(st.Size-tornLook, 0)
+	tail := make([]byte, st.Size-from)
+	n, err := unix.Pread(rfd, tail, from)
+	if err != nil || int64(n) != st.Size-from || tail[n-1] == '\n' {
+		return
+	}
+	nl := bytes.LastIndexByte(tail, '\n')
+	if nl < 0 && from > 0 {
+		glog.Warningf("sink: alternate dump file %s ends without a newline, and no newline in its last %d bytes: ended with one, so that the next line stays whole", d.Path, tornLook)
+		writeFull(d.fd, []byte{'\n'})
+		return
+	}
+	keep := from + int64(nl+1)
+	if err := unix.Ftruncate(d.fd, keep); err != nil {
+		glog.Errorf("sink: alternate dump file %s: cutting off the partial last line at offset %d: %v", d.Path, keep, err)
+		return
+	}
+	cut := tail[nl+1:]
+	if len(cut) > 200 {
+		cut = append(cut[:200:200], "..."...)
+	}
+	glog.Warningf("sink: alternate dump file %s: cut off a partial last line (%d bytes at offset %d, no result: a write that a crash cut short): %q", d.Path, st.Size-keep, keep, cut)
 }
 
 // Close closes the dump file.
