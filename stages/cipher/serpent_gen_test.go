@@ -15,8 +15,8 @@ import (
 var updateSerpent = flag.Bool("update-serpent", false, "rewrite serpent_circuits.go")
 
 // TestSerpentCircuitsGenerated: serpent_circuits.go is what genSerpent
-// writes (go test -run TestSerpentCircuitsGenerated -update-serpent
-// ./stages/cipher rewrites it).
+// writes (go test ./stages/cipher -run TestSerpentCircuitsGenerated
+// -update-serpent rewrites it).
 func TestSerpentCircuitsGenerated(t *testing.T) {
 	want := genSerpent(t)
 	if *updateSerpent {
@@ -88,56 +88,56 @@ func TestSerpentCircuits(t *testing.T) {
 	}
 }
 
-// A circuit is a straight-line program over truth tables of four inputs
+// A serpentCircuit is a straight-line program over truth tables of four inputs
 // (bit n of a table is the function's value at input n).
-type circuit struct {
-	gates []gate
+type serpentCircuit struct {
+	gates []serpentGate
 	names map[uint16]string // computed tables
 	rng   *rand.Rand
 }
 
-type gate struct {
+type serpentGate struct {
 	name, op, a, b string
 }
 
-// term is one of the values an output is the XOR of.
-type term struct {
+// serpentTerm is one of the values an output is the XOR of.
+type serpentTerm struct {
 	name string
 	v    uint16
 }
 
-var circuitInputs = [4]uint16{0xaaaa, 0xcccc, 0xf0f0, 0xff00}
+var serpentInputs = [4]uint16{0xaaaa, 0xcccc, 0xf0f0, 0xff00}
 
-func newCircuit(rng *rand.Rand) *circuit {
-	c := &circuit{names: map[uint16]string{}, rng: rng}
-	for i, v := range circuitInputs {
+func newSerpentCircuit(rng *rand.Rand) *serpentCircuit {
+	c := &serpentCircuit{names: map[uint16]string{}, rng: rng}
+	for i, v := range serpentInputs {
 		c.names[v] = fmt.Sprintf("x%d", i)
 	}
 	return c
 }
 
-func (c *circuit) gate(v uint16, op string, a, b term) term {
+func (c *serpentCircuit) serpentGate(v uint16, op string, a, b serpentTerm) serpentTerm {
 	if name, ok := c.names[v]; ok {
-		return term{name, v}
+		return serpentTerm{name, v}
 	}
 	name := fmt.Sprintf("t%d", len(c.gates))
-	c.gates = append(c.gates, gate{name, op, a.name, b.name})
+	c.gates = append(c.gates, serpentGate{name, op, a.name, b.name})
 	c.names[v] = name
-	return term{name, v}
+	return serpentTerm{name, v}
 }
 
 // monomial returns the product of the inputs in mask m, splitting off an
 // input whose remaining product is already built if there is one, else a
 // random one.
-func (c *circuit) monomial(m int) term {
+func (c *serpentCircuit) monomial(m int) serpentTerm {
 	v := uint16(0xffff)
 	for i := range 4 {
 		if m>>i&1 != 0 {
-			v &= circuitInputs[i]
+			v &= serpentInputs[i]
 		}
 	}
 	if name, ok := c.names[v]; ok {
-		return term{name, v}
+		return serpentTerm{name, v}
 	}
 	var split []int
 	for i := range 4 {
@@ -150,7 +150,7 @@ func (c *circuit) monomial(m int) term {
 		rest := uint16(0xffff)
 		for _, j := range split {
 			if j != i {
-				rest &= circuitInputs[j]
+				rest &= serpentInputs[j]
 			}
 		}
 		if _, ok := c.names[rest]; ok {
@@ -159,12 +159,12 @@ func (c *circuit) monomial(m int) term {
 		}
 	}
 	rest := c.monomial(m &^ (1 << lo))
-	return c.gate(v, "&", rest, term{fmt.Sprintf("x%d", lo), circuitInputs[lo]})
+	return c.serpentGate(v, "&", rest, serpentTerm{fmt.Sprintf("x%d", lo), serpentInputs[lo]})
 }
 
-// anf returns the algebraic normal form of output bit b of sbox: the masks
+// serpentANF returns the algebraic normal form of output bit b of sbox: the masks
 // of the monomials whose XOR it is (0 = the constant 1).
-func anf(sbox *[16]byte, b int) []int {
+func serpentANF(sbox *[16]byte, b int) []int {
 	var a [16]byte
 	for n := range 16 {
 		a[n] = sbox[n] >> b & 1
@@ -185,13 +185,13 @@ func anf(sbox *[16]byte, b int) []int {
 	return ms
 }
 
-// sboxCircuit builds outputs outs of sbox from the ANF. The round keys add
+// serpentSboxCircuit builds outputs outs of sbox from the ANF. The round keys add
 // constants before and after an S-box for free, so it may compute
 // S(x^in)^not instead: it returns the circuit, each output's expression,
 // in, and not (bit i for outs[i]: the outputs whose ANF has the constant 1).
 // It keeps the cheapest of many randomised tries for every in (from fixed
 // seeds, so the output is stable).
-func sboxCircuit(sbox *[16]byte, outs []int) (gates []gate, exprs []string, in, not uint8) {
+func serpentSboxCircuit(sbox *[16]byte, outs []int) (gates []serpentGate, exprs []string, in, not uint8) {
 	bestCost := 1 << 30
 	for c := range 16 {
 		var sb [16]byte
@@ -200,7 +200,7 @@ func sboxCircuit(sbox *[16]byte, outs []int) (gates []gate, exprs []string, in, 
 		}
 		rng := rand.New(rand.NewPCG(uint64(c), uint64(sbox[0])<<8|uint64(sbox[1])))
 		for range 40 {
-			g, e, cost := sboxCircuitTry(&sb, outs, rng)
+			g, e, cost := serpentSboxTry(&sb, outs, rng)
 			if cost < bestCost {
 				gates, exprs, bestCost, in = g, e, cost, uint8(c)
 			}
@@ -211,21 +211,21 @@ func sboxCircuit(sbox *[16]byte, outs []int) (gates []gate, exprs []string, in, 
 		for n := range 16 {
 			sb[n] = sbox[n^int(in)]
 		}
-		if anf(&sb, b)[0] == 0 {
+		if serpentANF(&sb, b)[0] == 0 {
 			not |= 1 << i
 		}
 	}
 	return gates, exprs, in, not
 }
 
-// sboxCircuitTry is one try: the monomials (shared), then, repeatedly, an
+// serpentSboxTry is one try: the monomials (shared), then, repeatedly, an
 // OR where an output XORs a, b and a&b, or else the pair of terms the most
 // outputs XOR (Paar's method), ties broken at random; unused gates dropped.
-func sboxCircuitTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]gate, []string, int) {
-	c := newCircuit(rng)
-	terms := make([][]term, len(outs))
+func serpentSboxTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]serpentGate, []string, int) {
+	c := newSerpentCircuit(rng)
+	terms := make([][]serpentTerm, len(outs))
 	for i, b := range outs {
-		ms := anf(sbox, b)
+		ms := serpentANF(sbox, b)
 		rng.Shuffle(len(ms), func(x, y int) { ms[x], ms[y] = ms[y], ms[x] })
 		for _, m := range ms {
 			if m != 0 {
@@ -233,9 +233,11 @@ func sboxCircuitTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]gate, []strin
 			}
 		}
 	}
-	has := func(ts []term, v uint16) bool { return slices.ContainsFunc(ts, func(t term) bool { return t.v == v }) }
+	has := func(ts []serpentTerm, v uint16) bool {
+		return slices.ContainsFunc(ts, func(t serpentTerm) bool { return t.v == v })
+	}
 	for {
-		type cand struct{ a, b term }
+		type cand struct{ a, b serpentTerm }
 		var ors, pairs []cand
 		count := map[[2]uint16]int{}
 		bestN := 1
@@ -264,19 +266,19 @@ func sboxCircuitTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]gate, []strin
 		case len(ors) > 0:
 			o := ors[rng.IntN(len(ors))]
 			and := o.a.v & o.b.v
-			g := c.gate(o.a.v|o.b.v, "|", o.a, o.b)
+			g := c.serpentGate(o.a.v|o.b.v, "|", o.a, o.b)
 			for i, ts := range terms {
 				if has(ts, o.a.v) && has(ts, o.b.v) && has(ts, and) {
-					ts = slices.DeleteFunc(ts, func(t term) bool { return t.v == o.a.v || t.v == o.b.v || t.v == and })
+					ts = slices.DeleteFunc(ts, func(t serpentTerm) bool { return t.v == o.a.v || t.v == o.b.v || t.v == and })
 					terms[i] = append(ts, g)
 				}
 			}
 		case len(pairs) > 0 && bestN >= 2:
 			p := pairs[rng.IntN(len(pairs))]
-			g := c.gate(p.a.v^p.b.v, "^", p.a, p.b)
+			g := c.serpentGate(p.a.v^p.b.v, "^", p.a, p.b)
 			for i, ts := range terms {
 				if has(ts, p.a.v) && has(ts, p.b.v) {
-					ts = slices.DeleteFunc(ts, func(t term) bool { return t.v == p.a.v || t.v == p.b.v })
+					ts = slices.DeleteFunc(ts, func(t serpentTerm) bool { return t.v == p.a.v || t.v == p.b.v })
 					terms[i] = append(ts, g)
 				}
 			}
@@ -296,7 +298,7 @@ func sboxCircuitTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]gate, []strin
 				}
 				exprs[i] = e
 			}
-			var gates []gate
+			var gates []serpentGate
 			for k := len(c.gates) - 1; k >= 0; k-- {
 				if g := c.gates[k]; live[g.name] {
 					live[g.a], live[g.b] = true, true
@@ -309,15 +311,15 @@ func sboxCircuitTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]gate, []strin
 	}
 }
 
-var circuitName = regexp.MustCompile(`\b[xt][0-9]+\b`)
+var serpentName = regexp.MustCompile(`\b[xt][0-9]+\b`)
 
-// scheduleCircuit orders a circuit's statements so that few values are
+// serpentSchedule orders a circuit's statements so that few values are
 // live at once (the compiler keeps source order, and spills what does not
 // fit in registers): the stores one after another, in the order of the 24
 // that needs the fewest, each preceded by the loads (load is their format,
 // taking the input's number twice) and gates it needs, depth first.
-func scheduleCircuit(gates []gate, stores []string, load string) []string {
-	byName := map[string]gate{}
+func serpentSchedule(gates []serpentGate, stores []string, load string) []string {
+	byName := map[string]serpentGate{}
 	for _, g := range gates {
 		byName[g.name] = g
 	}
@@ -351,7 +353,7 @@ func scheduleCircuit(gates []gate, stores []string, load string) []string {
 			defs, uses = append(defs, []string{name}), append(uses, nil)
 		}
 		for _, i := range perm {
-			names := circuitName.FindAllString(stores[i], -1)
+			names := serpentName.FindAllString(stores[i], -1)
 			for _, n := range names {
 				emit(n)
 			}
@@ -394,8 +396,8 @@ func scheduleCircuit(gates []gate, stores []string, load string) []string {
 }
 
 // genSerpent writes serpent_circuits.go: each S-box as a pass over the 32
-// bit positions of a bitsliced state that first adds the round key, the
-// linear transform unrolled, and the last round for output byte 0 only.
+// bit positions of a bitsliced state, the linear transform (adding the next
+// round key) unrolled, and the last round for output byte 0 only.
 func genSerpent(t *testing.T) []byte {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -418,7 +420,7 @@ func genSerpent(t *testing.T) []byte {
 	p("}")
 	nots, ins := make([]uint8, 8), make([]uint8, 8)
 	for s := range 8 {
-		gates, exprs, in, not := sboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
+		gates, exprs, in, not := serpentSboxCircuit(&serpentSbox[s], []int{0, 1, 2, 3})
 		nots[s], ins[s] = not, in
 		p("")
 		p("func serpentS%d(x, y *serpentState) {", s)
@@ -428,7 +430,7 @@ func genSerpent(t *testing.T) []byte {
 		for w := range 4 {
 			stores[w] = fmt.Sprintf("y[%d][j] = %s", w, exprs[w])
 		}
-		for _, l := range scheduleCircuit(gates, stores, "x%d := x[%d][j]") {
+		for _, l := range serpentSchedule(gates, stores, "x%d := x[%d][j]") {
 			p("%s", l)
 		}
 		p("}")
@@ -442,7 +444,7 @@ func genSerpent(t *testing.T) []byte {
 	p("serpentSboxIn = [8]uint8{%d, %d, %d, %d, %d, %d, %d, %d}", ins[0], ins[1], ins[2], ins[3], ins[4], ins[5], ins[6], ins[7])
 	p("serpentSboxNot = [8]uint8{%d, %d, %d, %d, %d, %d, %d, %d}", nots[0], nots[1], nots[2], nots[3], nots[4], nots[5], nots[6], nots[7])
 	p(")")
-	gates, exprs, in, not := sboxCircuit(&serpentSbox[7], []int{0})
+	gates, exprs, in, not := serpentSboxCircuit(&serpentSbox[7], []int{0})
 	p("")
 	p("// serpentLast computes bit 0 of S7(x^serpentLastIn), inverted if")
 	p("// serpentLastNot.")
@@ -454,7 +456,7 @@ func genSerpent(t *testing.T) []byte {
 	p("// serpentLast is the last round's S7 and K32 for bits 0..7 of word 0.")
 	p("func serpentLast(x *serpentState, k32 *serpentRoundKey, out *[8]uint64) {")
 	p("for j := range 8 {")
-	for _, l := range scheduleCircuit(gates, []string{fmt.Sprintf("out[j] = %s ^ uint64(int64(k32[j][0]))", exprs[0])}, "x%d := x[%d][j]") {
+	for _, l := range serpentSchedule(gates, []string{fmt.Sprintf("out[j] = %s ^ uint64(int64(k32[j][0]))", exprs[0])}, "x%d := x[%d][j]") {
 		p("%s", l)
 	}
 	p("}")
