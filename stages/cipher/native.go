@@ -33,8 +33,8 @@ type nativeSpec struct {
 // natives are the methods with a native engine, keyed exactly as NSCA keys
 // libmcrypt (checked bit for bit by the tests and by SelfTest).
 var natives = []nativeSpec{
-	{2, "des", 8, 8, newDESBulkNative, "des"},
-	{3, "tripledes", 24, 8, newTripleDESBulkNative, "tripledes"},
+	{2, "des", 8, 8, newDESBulk, "des"},
+	{3, "tripledes", 24, 8, newTripleDESBulk, "tripledes"},
 	{14, "rijndael-128", 32, 16, newAESBulk, "rijndael-128"},
 }
 
