@@ -35,7 +35,7 @@ type desbsBulk struct {
 	table  desBulk  // for short tails, and the round keys
 	keys   []uint64 // 48 masks per round, 16*stages rounds
 	planes [8][desbsChunk/8 + 1]byte
-	state  [64 * desbsMaxGroups]uint64
+	state  [64*desbsMaxGroups + desbsSpill]uint64 // and the assembly's spill slots
 }
 
 // desbsSlot[i] is the block bit (0-based from the top) of word i of the

@@ -2,6 +2,9 @@
 
 package cipher
 
+// desbsSpill is the spill slots desbs_amd64.s needs after the state, in uint64s.
+const desbsSpill = 0
+
 // desbsS1 is S-box 1 on 64 lanes: 88 gates.
 func desbsS1(a1, a2, a3, a4, a5, a6 uint64) (o1, o2, o3, o4 uint64) {
 	t6 := a1 | a2

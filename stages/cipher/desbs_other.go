@@ -1,3 +1,5 @@
+//go:build !amd64 || purego
+
 package cipher
 
 // useDESAVX2 is false off amd64.

@@ -20,6 +20,13 @@ func withDESPaths(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
+// desMethods are the two methods the bitsliced engine serves.
+var desMethods = []struct {
+	method  int
+	alg     string
+	keySize int
+}{{2, "des", 8}, {3, "tripledes", 24}}
+
 var desbsSboxes = [8]func(a1, a2, a3, a4, a5, a6 uint64) (o1, o2, o3, o4 uint64){
 	desbsS1, desbsS2, desbsS3, desbsS4, desbsS5, desbsS6, desbsS7, desbsS8,
 }
@@ -67,11 +74,7 @@ func TestTranspose8(t *testing.T) {
 // length around the table/bitslice and chunk boundaries.
 func TestDESBitsliceAgainstStdlib(t *testing.T) {
 	withDESPaths(t, func(t *testing.T) {
-		for _, m := range []struct {
-			method  int
-			alg     string
-			keySize int
-		}{{2, "des", 8}, {3, "tripledes", 24}} {
+		for _, m := range desMethods {
 			t.Run(m.alg, func(t *testing.T) {
 				r := newRand("desbs " + m.alg)
 				var sizes []int

@@ -31,6 +31,7 @@ func pIndex(t tables, i, k int) int {
 func genGo(t tables, cs [8]circuit) []byte {
 	var w bytes.Buffer
 	w.WriteString(header + "package cipher\n\n")
+	fmt.Fprintf(&w, "// desbsSpill is the spill slots desbs_amd64.s needs after the state, in uint64s.\nconst desbsSpill = %d\n\n", spillSlots*4)
 	for i, c := range cs {
 		fmt.Fprintf(&w, "// desbsS%d is S-box %d on 64 lanes: %d gates.\n", i+1, i+1, len(c.gates))
 		fmt.Fprintf(&w, "func desbsS%d(a1, a2, a3, a4, a5, a6 uint64) (o1, o2, o3, o4 uint64) {\n", i+1)

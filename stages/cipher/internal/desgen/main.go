@@ -23,6 +23,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "S%d: %d gates\n", i+1, len(cs[i].gates))
 	}
 	fmt.Fprintf(os.Stderr, "total %d\n", total)
+	write("desbs_amd64.s", genAVX2(tabs, cs))
 	write("desbs_gen.go", genGo(tabs, cs))
 }
 
