@@ -5,28 +5,41 @@ import (
 	"testing"
 )
 
-// BenchmarkDecrypt decrypts one 4304-byte packet per op, with the State
-// running on as on a long connection:
-// BenchmarkDecrypt/<method>-<name>/<engine>. Without cgo the libmcrypt
-// sub-benchmarks are skipped.
+// BenchmarkDecrypt decrypts one packet per op (4304 bytes, send_nsca's, and
+// 720, the legacy size), with the State running on as on a long connection:
+// BenchmarkDecrypt/<method>-<name>/<size>/<engine>, the engines being
+// libmcrypt, native, and the native fallbacks where the native engine has
+// an assembly path (AES without AES-NI, DES rounds without AVX2). Without
+// cgo the libmcrypt sub-benchmarks are skipped.
 func BenchmarkDecrypt(b *testing.B) {
 	for _, s := range natives {
 		b.Run(fmt.Sprintf("%d-%s", s.method, s.algorithm), func(b *testing.B) {
-			for _, engine := range []string{EngineLibmcrypt, EngineNative} {
-				b.Run(engine, func(b *testing.B) { benchDecrypt(b, engine, s.method, s.algorithm) })
-			}
-			if s.method == 14 && useAESNI {
-				b.Run("native-crypto-aes", func(b *testing.B) {
-					useAESNI = false
-					defer func() { useAESNI = true }()
-					benchDecrypt(b, EngineNative, s.method, s.algorithm)
+			for _, size := range []int{bigPacket, smallPacket} {
+				b.Run(fmt.Sprint(size), func(b *testing.B) {
+					for _, engine := range []string{EngineLibmcrypt, EngineNative} {
+						b.Run(engine, func(b *testing.B) { benchDecrypt(b, engine, s.method, s.algorithm, size) })
+					}
+					if s.method == 14 && useAESNI {
+						b.Run("native-crypto-aes", func(b *testing.B) {
+							useAESNI = false
+							defer func() { useAESNI = true }()
+							benchDecrypt(b, EngineNative, s.method, s.algorithm, size)
+						})
+					}
+					if (s.method == 2 || s.method == 3) && useDESAVX2 {
+						b.Run("native-portable", func(b *testing.B) {
+							useDESAVX2 = false
+							defer func() { useDESAVX2 = true }()
+							benchDecrypt(b, EngineNative, s.method, s.algorithm, size)
+						})
+					}
 				})
 			}
 		})
 	}
 }
 
-func benchDecrypt(b *testing.B, engine string, method int, algorithm string) {
+func benchDecrypt(b *testing.B, engine string, method int, algorithm string, size int) {
 	e, err := New(engine, method, algorithm, []byte("bench-password"))
 	if err != nil {
 		b.Skip(err)
@@ -39,8 +52,8 @@ func benchDecrypt(b *testing.B, engine string, method int, algorithm string) {
 	r := newRand("bench")
 	var st State
 	st.Start(e, randBytes(r, 128))
-	pkt := randBytes(r, bigPacket)
-	b.SetBytes(bigPacket)
+	pkt := randBytes(r, size)
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	for b.Loop() {
 		k.Decrypt(&st, pkt)

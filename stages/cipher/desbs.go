@@ -19,9 +19,6 @@ import (
 // mask of all zeros or all ones.
 
 const (
-	// desbsChunk is how many positions one set of bit-planes covers: a
-	// multiple of every lane count.
-	desbsChunk = 4096
 	// desbsMaxGroups is the most 64-lane groups one pass runs (AVX2: 4).
 	desbsMaxGroups = 4
 	// desbsTableBelow: a tail of fewer positions goes to the table engine,
@@ -34,7 +31,7 @@ const (
 type desbsBulk struct {
 	table  desBulk  // for short tails, and the round keys
 	keys   []uint64 // 48 masks per round, 16*stages rounds
-	planes [8][desbsChunk/8 + 1]byte
+	planes [8][desbsPlaneStride]byte
 	state  [64*desbsMaxGroups + desbsSpill]uint64 // and the assembly's spill slots
 }
 
@@ -125,48 +122,14 @@ func (d *desbsBulk) tail(buf []byte) {
 
 // chunk decrypts positions p0..end-1, 64*groups lanes per pass.
 func (d *desbsBulk) chunk(buf []byte, p0, end, groups int) {
-	// Plane k byte u bit t: bit k of buf[p0-8+8u+t] (0 past the end).
-	var w [8]byte
-	for u := range len(d.planes[0]) {
-		at := p0 - 8 + 8*u
-		if at >= len(buf) {
-			for k := range d.planes {
-				d.planes[k][u] = 0
-			}
-			continue
-		}
-		x := buf[at:]
-		if len(x) < 8 {
-			w = [8]byte{}
-			copy(w[:], x)
-			x = w[:]
-		}
-		y := transpose8(binary.LittleEndian.Uint64(x))
-		for k := range d.planes {
-			d.planes[k][u] = byte(y >> (8 * k))
-		}
-	}
 	lanes := 64 * groups
+	d.fillPlanes(buf[p0-8:], (end-p0+lanes-1)/lanes*lanes+8)
 	st := d.state[:64*groups]
 	for p := p0; p < end; p += lanes {
-		// Lane l's block byte b is buf[p+l-8+b]: bits b.. of the planes
-		// from byte (p-p0)/8, p-p0 being a multiple of 8.
-		u0 := (p - p0) / 8
-		for i, bit := range desbsSlot {
-			b, pl := uint(bit/8), &d.planes[7-bit%8]
-			for q := range groups {
-				u := u0 + 8*q
-				st[i*groups+q] = binary.LittleEndian.Uint64(pl[u:])>>b | uint64(pl[u+8])<<(64-b)
-			}
-		}
-		d.rounds(st, groups)
+		d.encrypt(st, groups, (p-p0)/8)
 		for q := range groups {
-			for m := range 8 {
-				var x uint64
-				for j, o := range desbsOut {
-					x |= (st[int(o)*groups+q] >> (8 * m) & 255) << (8 * (7 - j))
-				}
-				x = transpose8(x) // byte c: the keystream byte of lane 64q+8m+c
+			ks := desbsKeystream(st, groups, q)
+			for m, x := range ks {
 				at := p + 64*q + 8*m
 				if at+8 <= end {
 					binary.LittleEndian.PutUint64(buf[at:], binary.LittleEndian.Uint64(buf[at:])^x)
@@ -178,6 +141,65 @@ func (d *desbsBulk) chunk(buf []byte, p0, end, groups int) {
 			}
 		}
 	}
+}
+
+// planesGo sets bit t of plane k to bit k of src[t], for t < n (a multiple
+// of 8), zero past the end of src.
+func (d *desbsBulk) planesGo(src []byte, n int) {
+	var w [8]byte
+	for u := range n / 8 {
+		x := w[:0]
+		if 8*u < len(src) {
+			x = src[8*u:]
+		}
+		if len(x) < 8 {
+			w = [8]byte{}
+			copy(w[:], x)
+			x = w[:]
+		}
+		y := transpose8(binary.LittleEndian.Uint64(x))
+		for k := range d.planes {
+			d.planes[k][u] = byte(y >> (8 * k))
+		}
+	}
+}
+
+// loadGo sets the state's 64-lane words from the planes from byte u0 on:
+// lane l's block byte b is stream byte 8*u0+l+b, so word i (block bit bit)
+// is plane 7-bit%8 from bit 8*u0+bit/8 on.
+func (d *desbsBulk) loadGo(st *[64]uint64, u0 int) {
+	for i, bit := range desbsSlot {
+		b, pl := uint(bit/8), d.planes[7-bit%8][u0:]
+		st[i] = binary.LittleEndian.Uint64(pl)>>b | uint64(pl[8])<<(64-b)
+	}
+}
+
+// desbsKeystream is the keystream of lanes 64q..64q+63 after the rounds,
+// eight bytes per uint64: the output bits' words (byte m of word j is bit
+// j from the top of lanes 64q+8m..) transposed by bytes and then each
+// 8x8 block by bits.
+func desbsKeystream(st []uint64, groups, q int) (r [8]uint64) {
+	for i := range r { // row i: output bit 7-i, so the top bit ends on top
+		r[i] = st[int(desbsOut[7-i])*groups+q]
+	}
+	for _, s := range [3]struct {
+		d    int
+		sh   uint
+		mask uint64
+	}{{4, 32, 0x00000000ffffffff}, {2, 16, 0x0000ffff0000ffff}, {1, 8, 0x00ff00ff00ff00ff}} {
+		for i := range 8 {
+			if i&s.d != 0 {
+				continue
+			}
+			a, b := r[i], r[i+s.d]
+			r[i] = a&s.mask | b<<s.sh&^s.mask
+			r[i+s.d] = a>>s.sh&s.mask | b&^s.mask
+		}
+	}
+	for m := range r {
+		r[m] = transpose8(r[m])
+	}
+	return r
 }
 
 // desbsRoundsGo runs the rounds on 64 lanes. After every stage's 16th round

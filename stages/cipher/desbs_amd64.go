@@ -15,16 +15,42 @@ func desbsGroups() int {
 	return 1
 }
 
-func (d *desbsBulk) rounds(st []uint64, groups int) {
-	if groups == 4 {
-		desbsRoundsAVX2(&st[0], &d.keys[0], len(d.keys)/(48*16))
+func (d *desbsBulk) fillPlanes(src []byte, n int) {
+	if !useDESAVX2 {
+		d.planesGo(src, n)
 		return
 	}
+	full := min(n, len(src)) / 32 * 32
+	if full > 0 {
+		desbsPlanesAVX2(&src[0], full, &d.planes[0][0])
+	}
+	var tmp [32]byte
+	for at := full; at < n; at += 32 {
+		clear(tmp[:])
+		if at < len(src) {
+			copy(tmp[:], src[at:])
+		}
+		desbsPlanesAVX2(&tmp[0], 32, &d.planes[0][at/8])
+	}
+}
+
+func (d *desbsBulk) encrypt(st []uint64, groups, u0 int) {
+	if groups == 4 {
+		desbsEncryptAVX2(&st[0], &d.planes[0][u0], &d.keys[0], len(d.keys)/(48*16))
+		return
+	}
+	d.loadGo((*[64]uint64)(st), u0)
 	desbsRoundsGo((*[64]uint64)(st), d.keys)
 }
 
-// desbsRoundsAVX2 is desbsRoundsGo on 256 lanes: st is 64 words of four
-// uint64s each, keys 48 masks per round for 16*stages rounds.
+// desbsEncryptAVX2 is loadGo and desbsRoundsGo on 256 lanes: st is 64
+// words of four uint64s each (then the spill slots), planes the planes
+// from the pass's first byte, keys 48 masks per round for 16*stages rounds.
 //
 //go:noescape
-func desbsRoundsAVX2(st *uint64, keys *uint64, stages int)
+func desbsEncryptAVX2(st *uint64, planes *byte, keys *uint64, stages int)
+
+// desbsPlanesAVX2 is planesGo for n a multiple of 32 within src.
+//
+//go:noescape
+func desbsPlanesAVX2(src *byte, n int, planes *byte)

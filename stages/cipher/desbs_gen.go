@@ -2,6 +2,15 @@
 
 package cipher
 
+const (
+	// desbsChunk is how many positions one set of bit-planes covers: a
+	// multiple of every pass's lane count.
+	desbsChunk = 4096
+	// desbsPlaneStride is the bytes per plane: the chunk's, and room for
+	// the loads of its last pass.
+	desbsPlaneStride = 576
+)
+
 // desbsSpill is the spill slots desbs_amd64.s needs after the state, in uint64s.
 const desbsSpill = 0
 

@@ -7,6 +7,9 @@ var useDESAVX2 = false
 
 func desbsGroups() int { return 1 }
 
-func (d *desbsBulk) rounds(st []uint64, groups int) {
+func (d *desbsBulk) fillPlanes(src []byte, n int) { d.planesGo(src, n) }
+
+func (d *desbsBulk) encrypt(st []uint64, groups, u0 int) {
+	d.loadGo((*[64]uint64)(st), u0)
 	desbsRoundsGo((*[64]uint64)(st), d.keys)
 }

@@ -236,6 +236,12 @@ func genSbox(w *bytes.Buffer, is isa, t tables, i int, c circuit, slots *int) {
 	}
 }
 
+// Plane layout shared with desbs.go through desbs_gen.go.
+const (
+	chunk       = 4096         // positions per set of planes
+	planeStride = chunk/8 + 64 // bytes per plane, room for the last pass's loads
+)
+
 func genAVX2(t tables, cs [8]circuit) []byte {
 	var body bytes.Buffer
 	slots := 0
@@ -247,19 +253,51 @@ func genAVX2(t tables, cs [8]circuit) []byte {
 	w.WriteString("DATA desbsOnes<>+0(SB)/8, $-1\nDATA desbsOnes<>+8(SB)/8, $-1\n" +
 		"DATA desbsOnes<>+16(SB)/8, $-1\nDATA desbsOnes<>+24(SB)/8, $-1\n" +
 		"GLOBL desbsOnes<>(SB), RODATA|NOPTR, $32\n\n")
-	fmt.Fprintf(&w, "// func desbsRoundsAVX2(st *uint64, keys *uint64, stages int)\n//\n"+
-		"// st: 64 words of 32 bytes (L, R), then %d bytes of spill slots. One\n"+
-		"// round per pass: L ^= F(R); the halves' roles swap after every round\n"+
-		"// but each stage's last.\n", 32*slots)
-	w.WriteString("TEXT ·desbsRoundsAVX2(SB), NOSPLIT, $0-24\n" +
-		"\tMOVQ st+0(FP), DI\n\tLEAQ 1024(DI), SI\n\tLEAQ 2048(DI), R8\n" +
-		"\tMOVQ keys+8(FP), DX\n\tMOVQ stages+16(FP), BX\n\tSHLQ $4, BX\n\tXORL CX, CX\n" +
+	fmt.Fprintf(&w, "// func desbsEncryptAVX2(st *uint64, planes *byte, keys *uint64, stages int)\n//\n"+
+		"// Loads the state, 64 words of 32 bytes in IP's order (L, R), from the\n"+
+		"// bit-planes (%d bytes apart; word i is plane 7-bit%%8 from bit bit/8 on,\n"+
+		"// bit being the block bit IP puts there), then runs 16*stages rounds, one\n"+
+		"// per pass: L ^= F(R), the halves' roles swapping after every round but\n"+
+		"// each stage's last. %d bytes of spill slots follow the state.\n", planeStride, 32*slots)
+	w.WriteString("TEXT ·desbsEncryptAVX2(SB), NOSPLIT, $0-32\n" +
+		"\tMOVQ st+0(FP), DI\n\tMOVQ planes+8(FP), AX\n")
+	for i, b := range t.ip {
+		bit := int(b) - 1
+		k, sh := 7-bit%8, bit/8
+		off := k * planeStride
+		if sh == 0 {
+			fmt.Fprintf(&w, "\tVMOVDQU %d(AX), Y0\n", off)
+		} else {
+			fmt.Fprintf(&w, "\tVMOVDQU %d(AX), Y0\n\tVMOVDQU %d(AX), Y1\n\tVPSRLQ $%d, Y0, Y0\n\tVPSLLQ $%d, Y1, Y1\n\tVPOR Y1, Y0, Y0\n",
+				off, off+8, sh, 64-sh)
+		}
+		fmt.Fprintf(&w, "\tVMOVDQU Y0, %d(DI)\n", 32*i)
+	}
+	w.WriteString("\tLEAQ 1024(DI), SI\n\tLEAQ 2048(DI), R8\n" +
+		"\tMOVQ keys+16(FP), DX\n\tMOVQ stages+24(FP), BX\n\tSHLQ $4, BX\n\tXORL CX, CX\n" +
 		"round:\n")
 	w.Write(body.Bytes())
 	w.WriteString("\tADDQ $384, DX\n\tDECQ BX\n\tJZ done\n\tCMPQ CX, $15\n\tJEQ stage\n" +
 		"\tINCQ CX\n\tXCHGQ DI, SI\n\tJMP round\n" +
 		"stage:\n\tXORL CX, CX\n\tJMP round\n" +
-		"done:\n\tVZEROUPPER\n\tRET\n")
+		"done:\n\tVZEROUPPER\n\tRET\n\n")
+	// Planes: VPMOVMSKB takes the top bit of 32 bytes; shifting the 16-bit
+	// lanes left by one brings the next bit to the top of every byte.
+	fmt.Fprintf(&w, "// func desbsPlanesAVX2(src *byte, n int, planes *byte)\n//\n"+
+		"// For n a multiple of 32: bit t of plane k (%d bytes apart) is bit k of\n"+
+		"// src[t], t < n.\n", planeStride)
+	w.WriteString("TEXT ·desbsPlanesAVX2(SB), NOSPLIT, $0-24\n" +
+		"\tMOVQ src+0(FP), SI\n\tMOVQ n+8(FP), CX\n\tMOVQ planes+16(FP), DI\n" +
+		"\tSHRQ $5, CX\n\tJZ planesdone\n" +
+		"planes:\n\tVMOVDQU (SI), Y0\n")
+	for k := 7; k >= 0; k-- {
+		fmt.Fprintf(&w, "\tVPMOVMSKB Y0, AX\n\tMOVL AX, %d(DI)\n", k*planeStride)
+		if k > 0 {
+			w.WriteString("\tVPSLLW $1, Y0, Y0\n")
+		}
+	}
+	w.WriteString("\tADDQ $32, SI\n\tADDQ $4, DI\n\tDECQ CX\n\tJNZ planes\n" +
+		"planesdone:\n\tVZEROUPPER\n\tRET\n")
 	fmt.Fprintf(os.Stderr, "avx2: %d spill slots\n", slots)
 	spillSlots = slots
 	return w.Bytes()

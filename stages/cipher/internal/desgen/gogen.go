@@ -31,6 +31,10 @@ func pIndex(t tables, i, k int) int {
 func genGo(t tables, cs [8]circuit) []byte {
 	var w bytes.Buffer
 	w.WriteString(header + "package cipher\n\n")
+	fmt.Fprintf(&w, "const (\n\t// desbsChunk is how many positions one set of bit-planes covers: a\n"+
+		"\t// multiple of every pass's lane count.\n\tdesbsChunk = %d\n"+
+		"\t// desbsPlaneStride is the bytes per plane: the chunk's, and room for\n"+
+		"\t// the loads of its last pass.\n\tdesbsPlaneStride = %d\n)\n\n", chunk, planeStride)
 	fmt.Fprintf(&w, "// desbsSpill is the spill slots desbs_amd64.s needs after the state, in uint64s.\nconst desbsSpill = %d\n\n", spillSlots*4)
 	for i, c := range cs {
 		fmt.Fprintf(&w, "// desbsS%d is S-box %d on 64 lanes: %d gates.\n", i+1, i+1, len(c.gates))

@@ -9,11 +9,12 @@ import (
 )
 
 type tables struct {
-	s [8][64]byte
-	p [32]byte
+	s  [8][64]byte
+	p  [32]byte
+	ip [64]byte
 }
 
-// readTables takes desS and desP from the package's own source, so that
+// readTables takes desS, desP and desIP from the package's own source, so that
 // the tables exist once.
 func readTables(path string) (tables, error) {
 	var t tables
@@ -38,6 +39,10 @@ func readTables(path string) (tables, error) {
 		case "desP":
 			for i := range t.p {
 				dst = append(dst, &t.p[i])
+			}
+		case "desIP":
+			for i := range t.ip {
+				dst = append(dst, &t.ip[i])
 			}
 		default:
 			return true
@@ -66,8 +71,8 @@ func readTables(path string) (tables, error) {
 		found++
 		return true
 	})
-	if err == nil && found != 2 {
-		err = fmt.Errorf("%s: desS and desP not both found", path)
+	if err == nil && found != 3 {
+		err = fmt.Errorf("%s: desS, desP and desIP not all found", path)
 	}
 	return t, err
 }
