@@ -3,11 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
 )
-
-// spillSlots is how many the assembly uses, for desbs_gen.go's scratch size.
-var spillSlots int
 
 // The assembly runs the same circuits as the Go code, 256 lanes per ymm
 // register. Per S-box the gates are straight-line code; registers are given
@@ -242,7 +238,8 @@ const (
 	planeStride = chunk/8 + 64 // bytes per plane, room for the last pass's loads
 )
 
-func genAVX2(t tables, cs [8]circuit) []byte {
+// genAVX2 returns the assembly and the spill slots it uses.
+func genAVX2(t tables, cs [8]circuit) ([]byte, int) {
 	var body bytes.Buffer
 	slots := 0
 	for i, c := range cs {
@@ -298,7 +295,5 @@ func genAVX2(t tables, cs [8]circuit) []byte {
 	}
 	w.WriteString("\tADDQ $32, SI\n\tADDQ $4, DI\n\tDECQ CX\n\tJNZ planes\n" +
 		"planesdone:\n\tVZEROUPPER\n\tRET\n")
-	fmt.Fprintf(os.Stderr, "avx2: %d spill slots\n", slots)
-	spillSlots = slots
-	return w.Bytes()
+	return w.Bytes(), slots
 }

@@ -28,7 +28,7 @@ func pIndex(t tables, i, k int) int {
 	panic("desgen: P is not a permutation")
 }
 
-func genGo(t tables, cs [8]circuit) []byte {
+func genGo(t tables, cs [8]circuit, spillSlots int) []byte {
 	var w bytes.Buffer
 	w.WriteString(header + "package cipher\n\n")
 	fmt.Fprintf(&w, "const (\n\t// desbsChunk is how many positions one set of bit-planes covers: a\n"+

@@ -1,35 +1,44 @@
 // Command desgen writes the bitsliced DES S-box circuits, as Go
-// (desbs_gen.go) and as AVX2 assembly (desbs_amd64.s), from the S-box and P
-// tables of des.go. Run by go generate in stages/cipher.
+// (desbs_gen.go) and as AVX2 assembly (desbs_amd64.s), from the S-box, P
+// and IP tables of des.go. go generate runs it in stages/cipher.
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 func main() {
-	initFormulas()
-	tabs, err := readTables("des.go")
+	files, err := generate(".")
+	if err == nil {
+		for name, b := range files {
+			if err = os.WriteFile(name, b, 0o644); err != nil {
+				break
+			}
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "desgen:", err)
 		os.Exit(1)
 	}
-	total := 0
+}
+
+// generate returns the generated files' contents by name, from the tables
+// of dir/des.go.
+func generate(dir string) (map[string][]byte, error) {
+	initFormulas()
+	tabs, err := readTables(filepath.Join(dir, "des.go"))
+	if err != nil {
+		return nil, err
+	}
 	var cs [8]circuit
 	for i := range 8 {
 		cs[i] = synth(tabs.s[i])
-		total += len(cs[i].gates)
-		fmt.Fprintf(os.Stderr, "S%d: %d gates\n", i+1, len(cs[i].gates))
 	}
-	fmt.Fprintf(os.Stderr, "total %d\n", total)
-	write("desbs_amd64.s", genAVX2(tabs, cs))
-	write("desbs_gen.go", genGo(tabs, cs))
-}
-
-func write(name string, b []byte) {
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "desgen:", err)
-		os.Exit(1)
-	}
+	asm, slots := genAVX2(tabs, cs)
+	return map[string][]byte{
+		"desbs_amd64.s": asm,
+		"desbs_gen.go":  genGo(tabs, cs, slots),
+	}, nil
 }

@@ -1,7 +1,5 @@
 package main
 
-import "math/bits"
-
 // The S-box circuits are found here rather than copied from anywhere: each
 // output of an S-box is split on two of its six inputs into four functions
 // of the other four, each such function is built from the smallest formula
@@ -277,7 +275,7 @@ func synth(s [64]byte) circuit {
 			}
 		}
 	}
-	var best *builder
+	var best *circuit
 	for u := range 6 {
 		for w := range 6 {
 			if u == w {
@@ -294,29 +292,108 @@ func synth(s [64]byte) circuit {
 			b := newBuilder()
 			for k := range 4 {
 				var pick *builder
-				for f := range 27 {
+				for f := range 9 * 3 {
 					c := b.clone()
-					r := c.split(outs[k], u, f%3, func(t uint64) ref {
-						return c.split(t, w, f/3%3, func(t uint64) ref { return c.leaf(project(t, vs), vs) })
+					c.c.out[k] = c.split(outs[k], u, f%3, func(t uint64) ref {
+						return c.split(t, w, f/3, func(t uint64) ref { return c.leaf(project(t, vs), vs) })
 					})
-					c.c.out[k] = r
 					if pick == nil || len(c.c.gates) < len(pick.c.gates) {
 						pick = c
 					}
 				}
 				b = pick
 			}
-			if best == nil || len(b.c.gates) < len(best.c.gates) {
-				best = b
+			if c := simplify(b.c); best == nil || len(c.gates) < len(best.gates) {
+				best = &c
 			}
 		}
 	}
-	for k := range 4 {
-		if best.tt(best.c.out[k]) != outs[k] {
-			panic("desgen: circuit does not compute the S-box")
-		}
+	if best.eval() != outs {
+		panic("desgen: circuit does not compute the S-box")
 	}
-	return best.c
+	return *best
 }
 
-var _ = bits.OnesCount64
+// simplify folds NOT gates into the AND and ANDN gates that read them
+// (^x & y is one ANDN; ^(^x) & y an AND) and drops gates nothing reads.
+func simplify(c circuit) circuit {
+	g := append([]gate(nil), c.gates...)
+	notOf := func(r ref) (ref, bool) {
+		if r >= 6 && g[r-6].op == opNot {
+			return g[r-6].a, true
+		}
+		return 0, false
+	}
+	for n := range g {
+		switch g[n].op {
+		case opAnd:
+			if x, ok := notOf(g[n].a); ok {
+				g[n] = gate{opAndn, x, g[n].b}
+			} else if x, ok := notOf(g[n].b); ok {
+				g[n] = gate{opAndn, x, g[n].a}
+			}
+		case opAndn:
+			if x, ok := notOf(g[n].a); ok {
+				g[n] = gate{opAnd, x, g[n].b}
+			}
+		}
+	}
+	// keep what the outputs need, in order
+	live := make([]bool, len(g))
+	var mark func(r ref)
+	mark = func(r ref) {
+		if r < 6 || live[r-6] {
+			return
+		}
+		live[r-6] = true
+		mark(g[r-6].a)
+		if g[r-6].op != opNot {
+			mark(g[r-6].b)
+		}
+	}
+	for _, o := range c.out {
+		mark(o)
+	}
+	renum := make([]ref, len(g))
+	var out circuit
+	re := func(r ref) ref {
+		if r < 6 {
+			return r
+		}
+		return renum[r-6]
+	}
+	for n, x := range g {
+		if !live[n] {
+			continue
+		}
+		renum[n] = ref(6 + len(out.gates))
+		nx := gate{x.op, re(x.a), 0}
+		if x.op != opNot {
+			nx.b = re(x.b)
+		}
+		out.gates = append(out.gates, nx)
+	}
+	for k, o := range c.out {
+		out.out[k] = re(o)
+	}
+	return out
+}
+
+// eval computes the circuit's outputs as truth tables, to check it.
+func (c circuit) eval() (o [4]uint64) {
+	v := make([]uint64, 6+len(c.gates))
+	for j := range 6 {
+		v[j] = inputTT(j)
+	}
+	for n, g := range c.gates {
+		b := uint64(0)
+		if g.op != opNot {
+			b = v[g.b]
+		}
+		v[6+n] = apply(g.op, v[g.a], b)
+	}
+	for k, r := range c.out {
+		o[k] = v[r]
+	}
+	return o
+}
