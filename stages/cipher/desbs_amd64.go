@@ -4,19 +4,37 @@ package cipher
 
 import "golang.org/x/sys/cpu"
 
-// useDESAVX2 selects the AVX2 rounds; tests turn it off to cover the
-// portable ones.
-var useDESAVX2 = cpu.X86.HasAVX2
+// The bitsliced DES paths, best last.
+const (
+	desbsPortable = iota
+	desbsAVX2
+	desbsAVX512
+)
+
+// desbsBest is the best path this CPU runs; desbsPath the one used, which
+// tests lower to cover the others.
+var (
+	desbsBest = func() int {
+		switch {
+		case cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX2:
+			return desbsAVX512
+		case cpu.X86.HasAVX2:
+			return desbsAVX2
+		}
+		return desbsPortable
+	}()
+	desbsPath = desbsBest
+)
 
 func desbsGroups() int {
-	if useDESAVX2 {
-		return 4
+	if desbsPath == desbsPortable {
+		return 1
 	}
-	return 1
+	return 4
 }
 
 func (d *desbsBulk) fillPlanes(src []byte, n int) {
-	if !useDESAVX2 {
+	if desbsPath == desbsPortable {
 		d.planesGo(src, n)
 		return
 	}
@@ -35,12 +53,15 @@ func (d *desbsBulk) fillPlanes(src []byte, n int) {
 }
 
 func (d *desbsBulk) encrypt(st []uint64, groups, u0 int) {
-	if groups == 4 {
+	switch desbsPath {
+	case desbsAVX512:
+		desbsEncryptAVX512(&st[0], &d.planes[0][u0], &d.keys[0], len(d.keys)/(48*16))
+	case desbsAVX2:
 		desbsEncryptAVX2(&st[0], &d.planes[0][u0], &d.keys[0], len(d.keys)/(48*16))
-		return
+	default:
+		d.loadGo((*[64]uint64)(st), u0)
+		desbsRoundsGo((*[64]uint64)(st), d.keys)
 	}
-	d.loadGo((*[64]uint64)(st), u0)
-	desbsRoundsGo((*[64]uint64)(st), d.keys)
 }
 
 // desbsEncryptAVX2 is loadGo and desbsRoundsGo on 256 lanes: st is 64
@@ -49,6 +70,11 @@ func (d *desbsBulk) encrypt(st []uint64, groups, u0 int) {
 //
 //go:noescape
 func desbsEncryptAVX2(st *uint64, planes *byte, keys *uint64, stages int)
+
+// desbsEncryptAVX512 is desbsEncryptAVX2 with VPTERNLOGQ and 32 registers.
+//
+//go:noescape
+func desbsEncryptAVX512(st *uint64, planes *byte, keys *uint64, stages int)
 
 // desbsPlanesAVX2 is planesGo for n a multiple of 32 within src.
 //

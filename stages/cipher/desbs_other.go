@@ -2,8 +2,14 @@
 
 package cipher
 
-// useDESAVX2 is false off amd64.
-var useDESAVX2 = false
+// Only the portable path exists off amd64.
+const (
+	desbsPortable = iota
+	desbsAVX2
+	desbsAVX512
+)
+
+var desbsBest, desbsPath = desbsPortable, desbsPortable
 
 func desbsGroups() int { return 1 }
 

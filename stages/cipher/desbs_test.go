@@ -2,21 +2,18 @@ package cipher
 
 import (
 	"bytes"
-	"fmt"
 	"testing"
 )
 
-// withDESPaths runs f with the AVX2 rounds (where the CPU has them) and
-// with the portable ones.
+var desbsPathNames = []string{desbsPortable: "portable", desbsAVX2: "avx2", desbsAVX512: "avx512"}
+
+// withDESPaths runs f with every bitsliced DES path this CPU runs.
 func withDESPaths(t *testing.T, f func(t *testing.T)) {
-	saved := useDESAVX2
-	defer func() { useDESAVX2 = saved }()
-	for _, on := range []bool{true, false} {
-		if on && !saved {
-			continue
-		}
-		useDESAVX2 = on
-		t.Run(fmt.Sprintf("avx2=%v", on), f)
+	saved := desbsPath
+	defer func() { desbsPath = saved }()
+	for p := desbsBest; p >= desbsPortable; p-- {
+		desbsPath = p
+		t.Run(desbsPathNames[p], f)
 	}
 }
 

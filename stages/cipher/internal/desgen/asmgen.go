@@ -15,10 +15,18 @@ import (
 type isa struct {
 	nregs int
 	reg   func(int) string
-	width int // bytes per word
+	width int    // bytes per word
+	mov   string // register/memory move
+	xor   string
+	bcst  bool // XOR takes a broadcast key mask (EVEX)
 }
 
-var avx2 = isa{nregs: 16, reg: func(i int) string { return fmt.Sprintf("Y%d", i) }, width: 32}
+var (
+	avx2   = isa{nregs: 16, reg: yreg, width: 32, mov: "VMOVDQU", xor: "VPXOR"}
+	avx512 = isa{nregs: 32, reg: yreg, width: 32, mov: "VMOVDQU64", xor: "VPXORQ", bcst: true}
+)
+
+func yreg(i int) string { return fmt.Sprintf("Y%d", i) }
 
 type allocator struct {
 	w       *bytes.Buffer
@@ -91,7 +99,7 @@ func (al *allocator) grab(pinned ...ref) int {
 			slot := *al.slots
 			*al.slots++
 			al.spilled[v] = slot
-			al.emit("VMOVDQU %s, %d(R8)", al.is.reg(victim), al.is.width*slot)
+			al.emit("%s %s, %d(R8)", al.is.mov, al.is.reg(victim), al.is.width*slot)
 		}
 	}
 	delete(al.regOf, v)
@@ -107,10 +115,15 @@ func (al *allocator) load(v ref, pinned ...ref) int {
 	r := al.grab(pinned...)
 	if v < 6 {
 		j := int(v)
-		al.emit("VPBROADCASTQ %d(DX), %s", 8*(6*al.sbox+j), al.is.reg(r))
-		al.emit("VPXOR %d(SI), %s, %s", al.is.width*eIndex(al.sbox, j), al.is.reg(r), al.is.reg(r))
+		if al.is.bcst {
+			al.emit("%s %d(SI), %s", al.is.mov, al.is.width*eIndex(al.sbox, j), al.is.reg(r))
+			al.emit("%s.BCST %d(DX), %s, %s", al.is.xor, 8*(6*al.sbox+j), al.is.reg(r), al.is.reg(r))
+		} else {
+			al.emit("VPBROADCASTQ %d(DX), %s", 8*(6*al.sbox+j), al.is.reg(r))
+			al.emit("%s %d(SI), %s, %s", al.is.xor, al.is.width*eIndex(al.sbox, j), al.is.reg(r), al.is.reg(r))
+		}
 	} else {
-		al.emit("VMOVDQU %d(R8), %s", al.is.width*al.spilled[v], al.is.reg(r))
+		al.emit("%s %d(R8), %s", al.is.mov, al.is.width*al.spilled[v], al.is.reg(r))
 	}
 	al.regOf[v] = r
 	al.valOf[r] = v
@@ -131,82 +144,88 @@ func (al *allocator) operand(v ref, pinned ...ref) string {
 
 var avxOp = map[int]string{opAnd: "VPAND", opOr: "VPOR", opXor: "VPXOR", opAndn: "VPANDN"}
 
-// genSbox writes S-box i's circuit: inputs from the R words at SI and the
-// key masks at DX, outputs XORed into the L words at DI.
-func genSbox(w *bytes.Buffer, is isa, t tables, i int, c circuit, slots *int) {
-	// ops: gates at 0..len-1, then the output stores at len..len+3
-	ng := len(c.gates)
-	uses := map[ref][]int{}
-	for n, g := range c.gates {
-		uses[g.a] = append(uses[g.a], n)
-		if g.op != opNot {
-			uses[g.b] = append(uses[g.b], n)
-		}
-	}
-	// Store each output right after its last use so its register frees.
-	type op struct {
-		gate  int // -1 for a store
-		k     int
-		order int
-	}
-	var ops []op
-	storeAfter := [4]int{}
-	for k, o := range c.out {
-		last := int(o) - 6
-		for _, u := range uses[o] {
-			last = max(last, u)
+// schedule orders a circuit's nodes (0..n-1) with the output stores, each
+// right after its output's last reader so its register frees, and returns
+// the op list (node index, or -1-k for output k's store) and each value's
+// uses by op position. reads(n) are node n's operands.
+func schedule(n int, at func(int) ref, reads func(int) []ref, out [4]ref) (ops []int, uses map[ref][]int) {
+	var storeAfter [4]int
+	for k, o := range out {
+		last := -1
+		for m := range n {
+			if at(m) == o {
+				last = max(last, m)
+			}
+			for _, r := range reads(m) {
+				if r == o {
+					last = max(last, m)
+				}
+			}
 		}
 		storeAfter[k] = last
 	}
-	for n := range ng {
-		ops = append(ops, op{gate: n})
+	uses = map[ref][]int{}
+	for m := range n {
+		ops = append(ops, m)
+		for _, r := range reads(m) {
+			uses[r] = append(uses[r], len(ops)-1)
+		}
 		for k := range 4 {
-			if storeAfter[k] == n {
-				ops = append(ops, op{gate: -1, k: k})
+			if storeAfter[k] == m {
+				ops = append(ops, -1-k)
+				uses[out[k]] = append(uses[out[k]], len(ops)-1)
 			}
 		}
 	}
-	// uses by op position
-	uses = map[ref][]int{}
-	for p, o := range ops {
-		if o.gate < 0 {
-			uses[c.out[o.k]] = append(uses[c.out[o.k]], p)
-			continue
-		}
-		g := c.gates[o.gate]
-		uses[g.a] = append(uses[g.a], p)
-		if g.op != opNot {
-			uses[g.b] = append(uses[g.b], p)
-		}
-	}
+	return ops, uses
+}
+
+func newAllocator(w *bytes.Buffer, is isa, i int, slots *int, uses map[ref][]int) *allocator {
 	al := &allocator{w: w, is: is, sbox: i, regOf: map[ref]int{}, spilled: map[ref]int{}, slots: slots, uses: uses}
 	for range is.nregs {
 		al.valOf = append(al.valOf, -100)
 	}
+	return al
+}
+
+// store XORs output v of S-box i into its L word and frees its register.
+func (al *allocator) store(t tables, k int, v ref) {
+	r := al.load(v)
+	m := pIndex(t, al.sbox, k)
+	al.emit("%s %d(DI), %s, %s", al.is.xor, al.is.width*m, al.is.reg(r), al.is.reg(r))
+	al.emit("%s %s, %d(DI)", al.is.mov, al.is.reg(r), al.is.width*m)
+	delete(al.regOf, v)
+	al.valOf[r] = -100
+}
+
+func (al *allocator) define(d ref, r int) { al.regOf[d], al.valOf[r] = r, d }
+
+// genSbox writes S-box i's circuit in AVX2: inputs from the R words at SI
+// and the key masks at DX, outputs XORed into the L words at DI.
+func genSbox(w *bytes.Buffer, is isa, t tables, i int, c circuit, slots *int) {
+	ops, uses := schedule(len(c.gates), func(n int) ref { return ref(6 + n) }, func(n int) []ref {
+		if c.gates[n].op == opNot {
+			return []ref{c.gates[n].a}
+		}
+		return []ref{c.gates[n].a, c.gates[n].b}
+	}, c.out)
+	al := newAllocator(w, is, i, slots, uses)
 	fmt.Fprintf(w, "\t// S%d\n", i+1)
 	for p, o := range ops {
 		al.pos = p
-		if o.gate < 0 {
-			v := c.out[o.k]
-			r := al.load(v)
-			m := pIndex(t, i, o.k)
-			al.emit("VPXOR %d(DI), %s, %s", is.width*m, is.reg(r), is.reg(r))
-			al.emit("VMOVDQU %s, %d(DI)", is.reg(r), is.width*m)
-			delete(al.regOf, v)
-			al.valOf[r] = -100
+		if o < 0 {
+			al.store(t, -1-o, c.out[-1-o])
 			continue
 		}
-		g := c.gates[o.gate]
-		d := ref(6 + o.gate)
-		var ins string
+		g := c.gates[o]
+		d := ref(6 + o)
 		switch g.op {
 		case opNot:
 			ra := al.load(g.a)
 			al.dropDead(p)
 			rd := al.grab()
-			ins = fmt.Sprintf("VPXOR desbsOnes<>(SB), %s, %s", is.reg(ra), is.reg(rd))
-			al.emit("%s", ins)
-			al.regOf[d], al.valOf[rd] = rd, d
+			al.emit("%s desbsOnes<>(SB), %s, %s", is.xor, is.reg(ra), is.reg(rd))
+			al.define(d, rd)
 			continue
 		case opAndn:
 			ra := al.load(g.a, g.b)
@@ -214,7 +233,7 @@ func genSbox(w *bytes.Buffer, is isa, t tables, i int, c circuit, slots *int) {
 			al.dropDead(p)
 			rd := al.grab()
 			al.emit("VPANDN %s, %s, %s", mb, is.reg(ra), is.reg(rd))
-			al.regOf[d], al.valOf[rd] = rd, d
+			al.define(d, rd)
 			continue
 		}
 		a, b := g.a, g.b
@@ -228,8 +247,91 @@ func genSbox(w *bytes.Buffer, is isa, t tables, i int, c circuit, slots *int) {
 		al.dropDead(p)
 		rd := al.grab()
 		al.emit("%s %s, %s, %s", avxOp[g.op], mb, is.reg(ra), is.reg(rd))
-		al.regOf[d], al.valOf[rd] = rd, d
+		al.define(d, rd)
 	}
+}
+
+// genSboxLUT writes S-box i's lut circuit in AVX-512VL: VPTERNLOGQ
+// overwrites its first operand, so that is a leaf read for the last time
+// there if there is one, else a copy.
+func genSboxLUT(w *bytes.Buffer, is isa, t tables, i int, lc lutCircuit, slots *int) {
+	ops, uses := schedule(len(lc.luts), func(n int) ref { return lc.at[n] }, func(n int) []ref { return lc.luts[n].leaves }, lc.out)
+	al := newAllocator(w, is, i, slots, uses)
+	fmt.Fprintf(w, "\t// S%d\n", i+1)
+	for p, o := range ops {
+		al.pos = p
+		if o < 0 {
+			al.store(t, -1-o, lc.out[-1-o])
+			continue
+		}
+		l := lc.luts[o]
+		for _, x := range l.leaves {
+			al.load(x, l.leaves...)
+		}
+		// a leaf with no use after this one can be overwritten
+		first := -1
+		for j, x := range l.leaves {
+			if al.nextUseAfter(x, p) == 1<<30 {
+				first = j
+			}
+		}
+		order := append([]ref(nil), l.leaves...)
+		if first >= 0 {
+			order[0], order[first] = order[first], order[0]
+		}
+		for len(order) < 3 {
+			order = append(order, order[len(order)-1])
+		}
+		regs := [3]string{is.reg(al.regOf[order[0]]), is.reg(al.regOf[order[1]]), is.reg(al.regOf[order[2]])}
+		var rd int
+		if first >= 0 {
+			rd = al.regOf[order[0]]
+			delete(al.regOf, order[0])
+			al.valOf[rd] = -100
+		} else {
+			rd = al.grab(l.leaves...)
+			al.emit("VMOVDQA64 %s, %s", regs[0], is.reg(rd))
+		}
+		al.emit("VPTERNLOGQ $0x%02x, %s, %s, %s", reorder(l, order), regs[2], regs[1], is.reg(rd))
+		al.dropDead(p)
+		al.define(lc.at[o], rd)
+	}
+}
+
+// nextUseAfter is v's first use after op p.
+func (al *allocator) nextUseAfter(v ref, p int) int {
+	for _, u := range al.uses[v] {
+		if u > p {
+			return u
+		}
+	}
+	return 1 << 30
+}
+
+// reorder is l's function with its leaves in the order given (which may
+// repeat a leaf): bit x<<2|y<<1|z for order[0..2] = x, y, z.
+func reorder(l lut, order []ref) uint8 {
+	var fn uint8
+	for i := range 8 {
+		val := map[ref]int{}
+		ok := true
+		for j, x := range order {
+			b := i >> (2 - j) & 1
+			if v, seen := val[x]; seen && v != b {
+				ok = false // a repeated leaf cannot differ from itself
+			}
+			val[x] = b
+		}
+		if !ok {
+			continue
+		}
+		idx := 0
+		for j, x := range l.leaves {
+			idx |= val[x] << (2 - j)
+		}
+		fn |= (l.fn >> idx & 1) << i
+	}
+	return fn
 }
 
 // Plane layout shared with desbs.go through desbs_gen.go.
@@ -238,46 +340,59 @@ const (
 	planeStride = chunk/8 + 64 // bytes per plane, room for the last pass's loads
 )
 
-// genAVX2 returns the assembly and the spill slots it uses.
-func genAVX2(t tables, cs [8]circuit) ([]byte, int) {
-	var body bytes.Buffer
-	slots := 0
-	for i, c := range cs {
-		genSbox(&body, avx2, t, i, c, &slots)
-	}
+// genAsm returns the assembly and the spill slots it uses: the rounds in
+// AVX2 from the circuits and in AVX-512VL from their lut mappings, and the
+// bit-planes.
+func genAsm(t tables, cs [8]circuit, lcs [8]lutCircuit) ([]byte, int) {
 	var w bytes.Buffer
 	w.WriteString(header + "//go:build amd64 && !purego\n\n#include \"textflag.h\"\n\n")
 	w.WriteString("DATA desbsOnes<>+0(SB)/8, $-1\nDATA desbsOnes<>+8(SB)/8, $-1\n" +
 		"DATA desbsOnes<>+16(SB)/8, $-1\nDATA desbsOnes<>+24(SB)/8, $-1\n" +
 		"GLOBL desbsOnes<>(SB), RODATA|NOPTR, $32\n\n")
-	fmt.Fprintf(&w, "// func desbsEncryptAVX2(st *uint64, planes *byte, keys *uint64, stages int)\n//\n"+
-		"// Loads the state, 64 words of 32 bytes in IP's order (L, R), from the\n"+
-		"// bit-planes (%d bytes apart; word i is plane 7-bit%%8 from bit bit/8 on,\n"+
-		"// bit being the block bit IP puts there), then runs 16*stages rounds, one\n"+
-		"// per pass: L ^= F(R), the halves' roles swapping after every round but\n"+
-		"// each stage's last. %d bytes of spill slots follow the state.\n", planeStride, 32*slots)
-	w.WriteString("TEXT ·desbsEncryptAVX2(SB), NOSPLIT, $0-32\n" +
-		"\tMOVQ st+0(FP), DI\n\tMOVQ planes+8(FP), AX\n")
-	for i, b := range t.ip {
-		bit := int(b) - 1
-		k, sh := 7-bit%8, bit/8
-		off := k * planeStride
-		if sh == 0 {
-			fmt.Fprintf(&w, "\tVMOVDQU %d(AX), Y0\n", off)
-		} else {
-			fmt.Fprintf(&w, "\tVMOVDQU %d(AX), Y0\n\tVMOVDQU %d(AX), Y1\n\tVPSRLQ $%d, Y0, Y0\n\tVPSLLQ $%d, Y1, Y1\n\tVPOR Y1, Y0, Y0\n",
-				off, off+8, sh, 64-sh)
+	slots := 0
+	for _, v := range []struct {
+		name string
+		is   isa
+	}{{"AVX2", avx2}, {"AVX512", avx512}} {
+		var body bytes.Buffer
+		s := 0
+		for i := range 8 {
+			if v.is.bcst {
+				genSboxLUT(&body, v.is, t, i, lcs[i], &s)
+			} else {
+				genSbox(&body, v.is, t, i, cs[i], &s)
+			}
 		}
-		fmt.Fprintf(&w, "\tVMOVDQU Y0, %d(DI)\n", 32*i)
+		slots = max(slots, s)
+		fmt.Fprintf(&w, "// func desbsEncrypt%s(st *uint64, planes *byte, keys *uint64, stages int)\n//\n"+
+			"// Loads the state, 64 words of 32 bytes in IP's order (L, R), from the\n"+
+			"// bit-planes (%d bytes apart; word i is plane 7-bit%%8 from bit bit/8 on,\n"+
+			"// bit being the block bit IP puts there), then runs 16*stages rounds, one\n"+
+			"// per pass: L ^= F(R), the halves' roles swapping after every round but\n"+
+			"// each stage's last. %d bytes of spill slots follow the state.\n", v.name, planeStride, 32*s)
+		fmt.Fprintf(&w, "TEXT ·desbsEncrypt%s(SB), NOSPLIT, $0-32\n", v.name)
+		w.WriteString("\tMOVQ st+0(FP), DI\n\tMOVQ planes+8(FP), AX\n")
+		for i, b := range t.ip {
+			bit := int(b) - 1
+			k, sh := 7-bit%8, bit/8
+			off := k * planeStride
+			if sh == 0 {
+				fmt.Fprintf(&w, "\tVMOVDQU %d(AX), Y0\n", off)
+			} else {
+				fmt.Fprintf(&w, "\tVMOVDQU %d(AX), Y0\n\tVMOVDQU %d(AX), Y1\n\tVPSRLQ $%d, Y0, Y0\n\tVPSLLQ $%d, Y1, Y1\n\tVPOR Y1, Y0, Y0\n",
+					off, off+8, sh, 64-sh)
+			}
+			fmt.Fprintf(&w, "\tVMOVDQU Y0, %d(DI)\n", 32*i)
+		}
+		w.WriteString("\tLEAQ 1024(DI), SI\n\tLEAQ 2048(DI), R8\n" +
+			"\tMOVQ keys+16(FP), DX\n\tMOVQ stages+24(FP), BX\n\tSHLQ $4, BX\n\tXORL CX, CX\n" +
+			"round:\n")
+		w.Write(body.Bytes())
+		w.WriteString("\tADDQ $384, DX\n\tDECQ BX\n\tJZ done\n\tCMPQ CX, $15\n\tJEQ stage\n" +
+			"\tINCQ CX\n\tXCHGQ DI, SI\n\tJMP round\n" +
+			"stage:\n\tXORL CX, CX\n\tJMP round\n" +
+			"done:\n\tVZEROUPPER\n\tRET\n\n")
 	}
-	w.WriteString("\tLEAQ 1024(DI), SI\n\tLEAQ 2048(DI), R8\n" +
-		"\tMOVQ keys+16(FP), DX\n\tMOVQ stages+24(FP), BX\n\tSHLQ $4, BX\n\tXORL CX, CX\n" +
-		"round:\n")
-	w.Write(body.Bytes())
-	w.WriteString("\tADDQ $384, DX\n\tDECQ BX\n\tJZ done\n\tCMPQ CX, $15\n\tJEQ stage\n" +
-		"\tINCQ CX\n\tXCHGQ DI, SI\n\tJMP round\n" +
-		"stage:\n\tXORL CX, CX\n\tJMP round\n" +
-		"done:\n\tVZEROUPPER\n\tRET\n\n")
 	// Planes: VPMOVMSKB takes the top bit of 32 bytes; shifting the 16-bit
 	// lanes left by one brings the next bit to the top of every byte.
 	fmt.Fprintf(&w, "// func desbsPlanesAVX2(src *byte, n int, planes *byte)\n//\n"+

@@ -1,5 +1,5 @@
 // Command desgen writes the bitsliced DES S-box circuits, as Go
-// (desbs_gen.go) and as AVX2 assembly (desbs_amd64.s), from the S-box, P
+// (desbs_gen.go) and as AVX2 and AVX-512 assembly (desbs_amd64.s), from the S-box, P
 // and IP tables of des.go. go generate runs it in stages/cipher.
 package main
 
@@ -33,10 +33,15 @@ func generate(dir string) (map[string][]byte, error) {
 		return nil, err
 	}
 	var cs [8]circuit
+	var lcs [8]lutCircuit
 	for i := range 8 {
 		cs[i] = synth(tabs.s[i])
+		lcs[i] = mapLUT3(cs[i])
+		if lcs[i].eval() != cs[i].eval() {
+			return nil, fmt.Errorf("S%d: the lut mapping differs from the circuit", i+1)
+		}
 	}
-	asm, slots := genAVX2(tabs, cs)
+	asm, slots := genAsm(tabs, cs, lcs)
 	return map[string][]byte{
 		"desbs_amd64.s": asm,
 		"desbs_gen.go":  genGo(tabs, cs, slots),
