@@ -258,13 +258,29 @@ func genSboxLUT(w *bytes.Buffer, is isa, t tables, i int, lc lutCircuit, slots *
 	ops, uses := schedule(len(lc.luts), func(n int) ref { return lc.at[n] }, func(n int) []ref { return lc.luts[n].leaves }, lc.out)
 	al := newAllocator(w, is, i, slots, uses)
 	fmt.Fprintf(w, "\t// S%d\n", i+1)
+	var fused [4]bool
 	for p, o := range ops {
 		al.pos = p
 		if o < 0 {
-			al.store(t, -1-o, lc.out[-1-o])
+			k := -1 - o
+			if !fused[k] {
+				al.store(t, k, lc.out[k])
+				continue
+			}
+			r := al.regOf[lc.out[k]]
+			al.emit("%s %s, %d(DI)", is.mov, is.reg(r), is.width*pIndex(t, i, k))
+			delete(al.regOf, lc.out[k])
+			al.valOf[r] = -100
 			continue
 		}
 		l := lc.luts[o]
+		if k := outputOnly(lc, o, uses); k >= 0 && len(l.leaves) <= 2 {
+			// L ^= the output in the same instruction: its word is the
+			// third operand.
+			fused[k] = true
+			genFusedOut(al, t, i, k, l, lc.at[o])
+			continue
+		}
 		for _, x := range l.leaves {
 			al.load(x, l.leaves...)
 		}
@@ -296,6 +312,52 @@ func genSboxLUT(w *bytes.Buffer, is isa, t tables, i int, lc lutCircuit, slots *
 		al.dropDead(p)
 		al.define(lc.at[o], rd)
 	}
+}
+
+// outputOnly is the output k that node o computes, when nothing but k's
+// store reads it; else -1.
+func outputOnly(lc lutCircuit, o int, uses map[ref][]int) int {
+	for k, r := range lc.out {
+		if r == lc.at[o] && len(uses[r]) == 1 {
+			return k
+		}
+	}
+	return -1
+}
+
+// genFusedOut computes node l (one or two leaves), the output k of S-box i,
+// already XORed with its L word.
+func genFusedOut(al *allocator, t tables, i, k int, l lut, d ref) {
+	for _, x := range l.leaves {
+		al.load(x, l.leaves...)
+	}
+	order := append([]ref(nil), l.leaves...)
+	if len(order) == 2 && al.nextUseAfter(order[0], al.pos) != 1<<30 && al.nextUseAfter(order[1], al.pos) == 1<<30 {
+		order[0], order[1] = order[1], order[0]
+	}
+	if len(order) == 1 {
+		order = append(order, order[0])
+	}
+	fn2 := reorder(l, []ref{order[0], order[1], order[1]})
+	var fn uint8
+	for x := range 8 {
+		a, b, z := x>>2&1, x>>1&1, x&1
+		if int(fn2>>(a<<2|b<<1|b)&1)^z != 0 {
+			fn |= 1 << x
+		}
+	}
+	ra, rb := al.regOf[order[0]], al.regOf[order[1]]
+	rd := ra
+	if al.nextUseAfter(order[0], al.pos) == 1<<30 {
+		delete(al.regOf, order[0])
+		al.valOf[ra] = -100
+	} else {
+		rd = al.grab(l.leaves...)
+		al.emit("VMOVDQA64 %s, %s", al.is.reg(ra), al.is.reg(rd))
+	}
+	al.emit("VPTERNLOGQ $0x%02x, %d(DI), %s, %s", fn, al.is.width*pIndex(t, i, k), al.is.reg(rb), al.is.reg(rd))
+	al.dropDead(al.pos)
+	al.define(d, rd)
 }
 
 // nextUseAfter is v's first use after op p.

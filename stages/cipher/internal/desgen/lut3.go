@@ -161,3 +161,61 @@ func (lc lutCircuit) eval() (o [4]uint64) {
 	}
 	return o
 }
+
+// reorderLUTs reorders the nodes (keeping every node after its leaves) so
+// that, where it can, each node reads some value for the last time: that
+// value's register can then take the result, saving a copy.
+func (lc lutCircuit) reordered() lutCircuit {
+	isOut := map[ref]bool{}
+	for _, o := range lc.out {
+		isOut[o] = true
+	}
+	readers := map[ref]int{}
+	for _, l := range lc.luts {
+		for _, x := range l.leaves {
+			readers[x]++
+		}
+	}
+	done := map[ref]bool{}
+	for j := range 6 {
+		done[ref(j)] = true
+	}
+	placed := make([]bool, len(lc.luts))
+	var out lutCircuit
+	out.out = lc.out
+	for len(out.luts) < len(lc.luts) {
+		pick := -1
+		for n, l := range lc.luts {
+			if placed[n] {
+				continue
+			}
+			ready, kills := true, false
+			for _, x := range l.leaves {
+				if !done[x] {
+					ready = false
+				}
+				if readers[x] == 1 && !isOut[x] {
+					kills = true
+				}
+			}
+			if !ready {
+				continue
+			}
+			if pick < 0 {
+				pick = n
+			}
+			if kills {
+				pick = n
+				break
+			}
+		}
+		placed[pick] = true
+		for _, x := range lc.luts[pick].leaves {
+			readers[x]--
+		}
+		done[lc.at[pick]] = true
+		out.luts = append(out.luts, lc.luts[pick])
+		out.at = append(out.at, lc.at[pick])
+	}
+	return out
+}

@@ -36,7 +36,7 @@ func generate(dir string) (map[string][]byte, error) {
 	var lcs [8]lutCircuit
 	for i := range 8 {
 		cs[i] = synth(tabs.s[i])
-		lcs[i] = mapLUT3(cs[i])
+		lcs[i] = mapLUT3(cs[i]).reordered()
 		if lcs[i].eval() != cs[i].eval() {
 			return nil, fmt.Errorf("S%d: the lut mapping differs from the circuit", i+1)
 		}
