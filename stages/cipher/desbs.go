@@ -16,7 +16,7 @@ import (
 // windows of the stream's eight bit-planes, since lane l+1's block is lane
 // l's shifted by one byte; of the output only the first byte of each block
 // is needed, eight words. Key bits are the same in every lane: each is a
-// mask of all zeros or all ones.
+// mask of all zeros or all ones, kept as 32 bits and broadcast.
 
 const (
 	// desbsMaxGroups is the most 64-lane groups one pass runs (AVX2: 4).
@@ -29,8 +29,8 @@ const (
 
 // desbsBulk is DES (stages 1) or EDE triple DES (stages 3), bitsliced.
 type desbsBulk struct {
-	table  desBulk  // for short tails, and the round keys
-	keys   []uint64 // 48 masks per round, 16*stages rounds
+	table  desBulk // for short tails, and the round keys
+	keys   []int32 // 48 masks (0 or -1) per round, 16*stages rounds
 	planes [8][desbsPlaneStride]byte
 	state  [64*desbsMaxGroups + desbsSpill]uint64 // and the assembly's spill slots
 }
@@ -68,7 +68,7 @@ func newTripleDESBulk(key []byte) (bulk, error) {
 }
 
 func newDESBS(key []byte, stages int) *desbsBulk {
-	d := &desbsBulk{table: newDESTable(key, stages), keys: make([]uint64, 48*16*stages)}
+	d := &desbsBulk{table: newDESTable(key, stages), keys: make([]int32, 48*16*stages)}
 	for r, rk := range d.table.keys[:16*stages] {
 		for i := range 8 {
 			half, shift := rk.a, 24-8*(i/2)
@@ -78,7 +78,7 @@ func newDESBS(key []byte, stages int) *desbsBulk {
 			g := half >> shift & 63
 			for j := range 6 {
 				if g>>(5-j)&1 != 0 {
-					d.keys[48*r+6*i+j] = ^uint64(0)
+					d.keys[48*r+6*i+j] = -1
 				}
 			}
 		}
@@ -205,10 +205,10 @@ func desbsKeystream(st []uint64, groups, q int) (r [8]uint64) {
 // desbsRoundsGo runs the rounds on 64 lanes. After every stage's 16th round
 // the halves are not swapped: FP and the next stage's IP cancel, leaving
 // them swapped, which the roles of l and r already are.
-func desbsRoundsGo(s *[64]uint64, keys []uint64) {
+func desbsRoundsGo(s *[64]uint64, keys []int32) {
 	l, r := (*[32]uint64)(s[0:32]), (*[32]uint64)(s[32:64])
 	for i := 0; i < len(keys)/48; i++ {
-		desbsRound(l, r, (*[48]uint64)(keys[48*i:]))
+		desbsRound(l, r, (*[48]int32)(keys[48*i:]))
 		if i%16 != 15 {
 			l, r = r, l
 		}

@@ -69,12 +69,12 @@ func (d *desbsBulk) encrypt(st []uint64, groups, u0 int) {
 // from the pass's first byte, keys 48 masks per round for 16*stages rounds.
 //
 //go:noescape
-func desbsEncryptAVX2(st *uint64, planes *byte, keys *uint64, stages int)
+func desbsEncryptAVX2(st *uint64, planes *byte, keys *int32, stages int)
 
 // desbsEncryptAVX512 is desbsEncryptAVX2 with VPTERNLOGQ and 32 registers.
 //
 //go:noescape
-func desbsEncryptAVX512(st *uint64, planes *byte, keys *uint64, stages int)
+func desbsEncryptAVX512(st *uint64, planes *byte, keys *int32, stages int)
 
 // desbsPlanesAVX2 is planesGo for n a multiple of 32 within src.
 //

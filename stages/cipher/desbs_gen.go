@@ -647,45 +647,46 @@ func desbsS8(a1, a2, a3, a4, a5, a6 uint64) (o1, o2, o3, o4 uint64) {
 }
 
 // desbsRound is one DES round on 64 lanes: l ^= F(r, k), k being the
-// round key's 48 bits as all-zero or all-one masks, in PC2's order.
-func desbsRound(l, r *[32]uint64, k *[48]uint64) {
+// round key's 48 bits as masks of 0 or -1 (sign-extended to 64 bits), in
+// PC2's order.
+func desbsRound(l, r *[32]uint64, k *[48]int32) {
 	var o1, o2, o3, o4 uint64
-	o1, o2, o3, o4 = desbsS1(r[31]^k[0], r[0]^k[1], r[1]^k[2], r[2]^k[3], r[3]^k[4], r[4]^k[5])
+	o1, o2, o3, o4 = desbsS1(r[31]^uint64(k[0]), r[0]^uint64(k[1]), r[1]^uint64(k[2]), r[2]^uint64(k[3]), r[3]^uint64(k[4]), r[4]^uint64(k[5]))
 	l[8] ^= o1
 	l[16] ^= o2
 	l[22] ^= o3
 	l[30] ^= o4
-	o1, o2, o3, o4 = desbsS2(r[3]^k[6], r[4]^k[7], r[5]^k[8], r[6]^k[9], r[7]^k[10], r[8]^k[11])
+	o1, o2, o3, o4 = desbsS2(r[3]^uint64(k[6]), r[4]^uint64(k[7]), r[5]^uint64(k[8]), r[6]^uint64(k[9]), r[7]^uint64(k[10]), r[8]^uint64(k[11]))
 	l[12] ^= o1
 	l[27] ^= o2
 	l[1] ^= o3
 	l[17] ^= o4
-	o1, o2, o3, o4 = desbsS3(r[7]^k[12], r[8]^k[13], r[9]^k[14], r[10]^k[15], r[11]^k[16], r[12]^k[17])
+	o1, o2, o3, o4 = desbsS3(r[7]^uint64(k[12]), r[8]^uint64(k[13]), r[9]^uint64(k[14]), r[10]^uint64(k[15]), r[11]^uint64(k[16]), r[12]^uint64(k[17]))
 	l[23] ^= o1
 	l[15] ^= o2
 	l[29] ^= o3
 	l[5] ^= o4
-	o1, o2, o3, o4 = desbsS4(r[11]^k[18], r[12]^k[19], r[13]^k[20], r[14]^k[21], r[15]^k[22], r[16]^k[23])
+	o1, o2, o3, o4 = desbsS4(r[11]^uint64(k[18]), r[12]^uint64(k[19]), r[13]^uint64(k[20]), r[14]^uint64(k[21]), r[15]^uint64(k[22]), r[16]^uint64(k[23]))
 	l[25] ^= o1
 	l[19] ^= o2
 	l[9] ^= o3
 	l[0] ^= o4
-	o1, o2, o3, o4 = desbsS5(r[15]^k[24], r[16]^k[25], r[17]^k[26], r[18]^k[27], r[19]^k[28], r[20]^k[29])
+	o1, o2, o3, o4 = desbsS5(r[15]^uint64(k[24]), r[16]^uint64(k[25]), r[17]^uint64(k[26]), r[18]^uint64(k[27]), r[19]^uint64(k[28]), r[20]^uint64(k[29]))
 	l[7] ^= o1
 	l[13] ^= o2
 	l[24] ^= o3
 	l[2] ^= o4
-	o1, o2, o3, o4 = desbsS6(r[19]^k[30], r[20]^k[31], r[21]^k[32], r[22]^k[33], r[23]^k[34], r[24]^k[35])
+	o1, o2, o3, o4 = desbsS6(r[19]^uint64(k[30]), r[20]^uint64(k[31]), r[21]^uint64(k[32]), r[22]^uint64(k[33]), r[23]^uint64(k[34]), r[24]^uint64(k[35]))
 	l[3] ^= o1
 	l[28] ^= o2
 	l[10] ^= o3
 	l[18] ^= o4
-	o1, o2, o3, o4 = desbsS7(r[23]^k[36], r[24]^k[37], r[25]^k[38], r[26]^k[39], r[27]^k[40], r[28]^k[41])
+	o1, o2, o3, o4 = desbsS7(r[23]^uint64(k[36]), r[24]^uint64(k[37]), r[25]^uint64(k[38]), r[26]^uint64(k[39]), r[27]^uint64(k[40]), r[28]^uint64(k[41]))
 	l[31] ^= o1
 	l[11] ^= o2
 	l[21] ^= o3
 	l[6] ^= o4
-	o1, o2, o3, o4 = desbsS8(r[27]^k[42], r[28]^k[43], r[29]^k[44], r[30]^k[45], r[31]^k[46], r[0]^k[47])
+	o1, o2, o3, o4 = desbsS8(r[27]^uint64(k[42]), r[28]^uint64(k[43]), r[29]^uint64(k[44]), r[30]^uint64(k[45]), r[31]^uint64(k[46]), r[0]^uint64(k[47]))
 	l[4] ^= o1
 	l[26] ^= o2
 	l[14] ^= o3

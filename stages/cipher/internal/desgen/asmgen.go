@@ -10,7 +10,7 @@ import (
 // out by farthest next use, a gate's value pushed out of them is stored in a
 // spill slot (and then read back, or used as a memory operand where the
 // instruction takes one), and an input pushed out is computed again, since
-// it is a load and an XOR with the key mask.
+// it is a load and an XOR with the key mask (a 32-bit mask, broadcast).
 
 type isa struct {
 	nregs int
@@ -117,9 +117,9 @@ func (al *allocator) load(v ref, pinned ...ref) int {
 		j := int(v)
 		if al.is.bcst {
 			al.emit("%s %d(SI), %s", al.is.mov, al.is.width*eIndex(al.sbox, j), al.is.reg(r))
-			al.emit("%s.BCST %d(DX), %s, %s", al.is.xor, 8*(6*al.sbox+j), al.is.reg(r), al.is.reg(r))
+			al.emit("VPXORD.BCST %d(DX), %s, %s", 4*(6*al.sbox+j), al.is.reg(r), al.is.reg(r))
 		} else {
-			al.emit("VPBROADCASTQ %d(DX), %s", 8*(6*al.sbox+j), al.is.reg(r))
+			al.emit("VPBROADCASTD %d(DX), %s", 4*(6*al.sbox+j), al.is.reg(r))
 			al.emit("%s %d(SI), %s, %s", al.is.xor, al.is.width*eIndex(al.sbox, j), al.is.reg(r), al.is.reg(r))
 		}
 	} else {
@@ -426,7 +426,7 @@ func genAsm(t tables, cs [8]circuit, lcs [8]lutCircuit) ([]byte, int) {
 			}
 		}
 		slots = max(slots, s)
-		fmt.Fprintf(&w, "// func desbsEncrypt%s(st *uint64, planes *byte, keys *uint64, stages int)\n//\n"+
+		fmt.Fprintf(&w, "// func desbsEncrypt%s(st *uint64, planes *byte, keys *int32, stages int)\n//\n"+
 			"// Loads the state, 64 words of 32 bytes in IP's order (L, R), from the\n"+
 			"// bit-planes (%d bytes apart; word i is plane 7-bit%%8 from bit bit/8 on,\n"+
 			"// bit being the block bit IP puts there), then runs 16*stages rounds, one\n"+
@@ -450,7 +450,7 @@ func genAsm(t tables, cs [8]circuit, lcs [8]lutCircuit) ([]byte, int) {
 			"\tMOVQ keys+16(FP), DX\n\tMOVQ stages+24(FP), BX\n\tSHLQ $4, BX\n\tXORL CX, CX\n" +
 			"round:\n")
 		w.Write(body.Bytes())
-		w.WriteString("\tADDQ $384, DX\n\tDECQ BX\n\tJZ done\n\tCMPQ CX, $15\n\tJEQ stage\n" +
+		w.WriteString("\tADDQ $192, DX\n\tDECQ BX\n\tJZ done\n\tCMPQ CX, $15\n\tJEQ stage\n" +
 			"\tINCQ CX\n\tXCHGQ DI, SI\n\tJMP round\n" +
 			"stage:\n\tXORL CX, CX\n\tJMP round\n" +
 			"done:\n\tVZEROUPPER\n\tRET\n\n")

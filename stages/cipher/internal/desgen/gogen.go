@@ -58,15 +58,15 @@ func genGo(t tables, cs [8]circuit, spillSlots int) []byte {
 		fmt.Fprintf(&w, "\treturn %s, %s, %s, %s\n}\n\n", goName(c.out[0]), goName(c.out[1]), goName(c.out[2]), goName(c.out[3]))
 	}
 	w.WriteString("// desbsRound is one DES round on 64 lanes: l ^= F(r, k), k being the\n" +
-		"// round key's 48 bits as all-zero or all-one masks, in PC2's order.\n")
-	w.WriteString("func desbsRound(l, r *[32]uint64, k *[48]uint64) {\n\tvar o1, o2, o3, o4 uint64\n")
+		"// round key's 48 bits as masks of 0 or -1 (sign-extended to 64 bits), in\n// PC2's order.\n")
+	w.WriteString("func desbsRound(l, r *[32]uint64, k *[48]int32) {\n\tvar o1, o2, o3, o4 uint64\n")
 	for i := range 8 {
 		fmt.Fprintf(&w, "\to1, o2, o3, o4 = desbsS%d(", i+1)
 		for j := range 6 {
 			if j > 0 {
 				w.WriteString(", ")
 			}
-			fmt.Fprintf(&w, "r[%d]^k[%d]", eIndex(i, j), 6*i+j)
+			fmt.Fprintf(&w, "r[%d]^uint64(k[%d])", eIndex(i, j), 6*i+j)
 		}
 		w.WriteString(")\n")
 		for k := range 4 {
