@@ -204,13 +204,16 @@ func desbsKeystream(st []uint64, groups, q int) (r [8]uint64) {
 
 // desbsRoundsGo runs the rounds on 64 lanes. After every stage's 16th round
 // the halves are not swapped: FP and the next stage's IP cancel, leaving
-// them swapped, which the roles of l and r already are.
+// them swapped, which the roles of l and r already are. The last round
+// computes only the bits of l that desbsOut reads.
 func desbsRoundsGo(s *[64]uint64, keys []int32) {
 	l, r := (*[32]uint64)(s[0:32]), (*[32]uint64)(s[32:64])
-	for i := 0; i < len(keys)/48; i++ {
+	n := len(keys) / 48
+	for i := 0; i < n-1; i++ {
 		desbsRound(l, r, (*[48]int32)(keys[48*i:]))
 		if i%16 != 15 {
 			l, r = r, l
 		}
 	}
+	desbsLastRound(l, r, (*[48]int32)(keys[48*(n-1):]))
 }

@@ -646,49 +646,177 @@ func desbsS8(a1, a2, a3, a4, a5, a6 uint64) (o1, o2, o3, o4 uint64) {
 	return t31, t49, t66, t77
 }
 
+// desbsS3Last is desbsS3 for the outputs the last round needs: 36 gates.
+func desbsS3Last(a1, a2, a3, a4, a5, a6 uint64) (o1, o2 uint64) {
+	t6 := a5 ^ a6
+	t7 := a4 ^ t6
+	t8 := ^t7
+	t9 := a2 ^ a6
+	t10 := a5 &^ a2
+	t11 := a4 &^ t10
+	t12 := t9 | t11
+	t13 := t12 &^ a1
+	t14 := t8 ^ t13
+	t15 := a5 &^ a6
+	t16 := a2 | t15
+	t17 := a5 & a6
+	t18 := a2 ^ t17
+	t19 := a4 | t18
+	t20 := ^t19
+	t21 := t20 &^ a1
+	t22 := t16 ^ t21
+	t23 := a3 & t22
+	t24 := t14 ^ t23
+	t25 := a4 ^ t15
+	t26 := a2 | a6
+	t27 := a4 ^ t26
+	t28 := t27 &^ t25
+	t29 := a2 ^ t28
+	t30 := a5 | a6
+	t31 := a4 ^ t30
+	t32 := t18 &^ t31
+	t33 := a1 &^ t32
+	t34 := t29 ^ t33
+	t35 := a2 &^ t31
+	t36 := a5 ^ t35
+	t37 := ^t36
+	t38 := a1 & t32
+	t39 := t37 ^ t38
+	t40 := a3 & t39
+	t41 := t34 ^ t40
+	return t24, t41
+}
+
+// desbsS5Last is desbsS5 for the outputs the last round needs: 22 gates.
+func desbsS5Last(a1, a2, a3, a4, a5, a6 uint64) (o1 uint64) {
+	t6 := a5 ^ a6
+	t7 := a2 & t6
+	t8 := a3 | a6
+	t9 := a5 & t8
+	t10 := a3 ^ t9
+	t11 := t7 | t10
+	t12 := a3 &^ a5
+	t13 := a2 ^ t12
+	t14 := t6 | t13
+	t15 := t14 &^ a4
+	t16 := t11 ^ t15
+	t17 := a2 ^ a5
+	t18 := a2 ^ t8
+	t19 := t17 | t18
+	t20 := a2 &^ a6
+	t21 := a3 ^ t20
+	t22 := t17 & t21
+	t23 := a6 ^ t22
+	t24 := t23 &^ a4
+	t25 := t19 ^ t24
+	t26 := a1 & t25
+	t27 := t16 ^ t26
+	return t27
+}
+
+// desbsS7Last is desbsS7 for the outputs the last round needs: 21 gates.
+func desbsS7Last(a1, a2, a3, a4, a5, a6 uint64) (o1 uint64) {
+	t6 := a4 & a5
+	t7 := a3 & t6
+	t8 := a6 | t7
+	t9 := a5 ^ t8
+	t10 := a3 ^ t9
+	t11 := a3 &^ a6
+	t12 := a4 | t11
+	t13 := a2 & t12
+	t14 := t10 ^ t13
+	t15 := t14 &^ a1
+	t16 := a5 ^ a6
+	t17 := a5 &^ a4
+	t18 := a3 ^ t17
+	t19 := t18 &^ t16
+	t20 := a4 ^ t19
+	t21 := a3 ^ a4
+	t22 := a5 & t21
+	t23 := a2 &^ t22
+	t24 := t20 ^ t23
+	t25 := a1 & t24
+	t26 := t15 | t25
+	return t26
+}
+
 // desbsRound is one DES round on 64 lanes: l ^= F(r, k), k being the
 // round key's 48 bits as masks of 0 or -1 (sign-extended to 64 bits), in
 // PC2's order.
 func desbsRound(l, r *[32]uint64, k *[48]int32) {
-	var o1, o2, o3, o4 uint64
-	o1, o2, o3, o4 = desbsS1(r[31]^uint64(k[0]), r[0]^uint64(k[1]), r[1]^uint64(k[2]), r[2]^uint64(k[3]), r[3]^uint64(k[4]), r[4]^uint64(k[5]))
-	l[8] ^= o1
-	l[16] ^= o2
-	l[22] ^= o3
-	l[30] ^= o4
-	o1, o2, o3, o4 = desbsS2(r[3]^uint64(k[6]), r[4]^uint64(k[7]), r[5]^uint64(k[8]), r[6]^uint64(k[9]), r[7]^uint64(k[10]), r[8]^uint64(k[11]))
-	l[12] ^= o1
-	l[27] ^= o2
-	l[1] ^= o3
-	l[17] ^= o4
-	o1, o2, o3, o4 = desbsS3(r[7]^uint64(k[12]), r[8]^uint64(k[13]), r[9]^uint64(k[14]), r[10]^uint64(k[15]), r[11]^uint64(k[16]), r[12]^uint64(k[17]))
-	l[23] ^= o1
-	l[15] ^= o2
-	l[29] ^= o3
-	l[5] ^= o4
-	o1, o2, o3, o4 = desbsS4(r[11]^uint64(k[18]), r[12]^uint64(k[19]), r[13]^uint64(k[20]), r[14]^uint64(k[21]), r[15]^uint64(k[22]), r[16]^uint64(k[23]))
-	l[25] ^= o1
-	l[19] ^= o2
-	l[9] ^= o3
-	l[0] ^= o4
-	o1, o2, o3, o4 = desbsS5(r[15]^uint64(k[24]), r[16]^uint64(k[25]), r[17]^uint64(k[26]), r[18]^uint64(k[27]), r[19]^uint64(k[28]), r[20]^uint64(k[29]))
-	l[7] ^= o1
-	l[13] ^= o2
-	l[24] ^= o3
-	l[2] ^= o4
-	o1, o2, o3, o4 = desbsS6(r[19]^uint64(k[30]), r[20]^uint64(k[31]), r[21]^uint64(k[32]), r[22]^uint64(k[33]), r[23]^uint64(k[34]), r[24]^uint64(k[35]))
-	l[3] ^= o1
-	l[28] ^= o2
-	l[10] ^= o3
-	l[18] ^= o4
-	o1, o2, o3, o4 = desbsS7(r[23]^uint64(k[36]), r[24]^uint64(k[37]), r[25]^uint64(k[38]), r[26]^uint64(k[39]), r[27]^uint64(k[40]), r[28]^uint64(k[41]))
-	l[31] ^= o1
-	l[11] ^= o2
-	l[21] ^= o3
-	l[6] ^= o4
-	o1, o2, o3, o4 = desbsS8(r[27]^uint64(k[42]), r[28]^uint64(k[43]), r[29]^uint64(k[44]), r[30]^uint64(k[45]), r[31]^uint64(k[46]), r[0]^uint64(k[47]))
-	l[4] ^= o1
-	l[26] ^= o2
-	l[14] ^= o3
-	l[20] ^= o4
+	{
+		o1, o2, o3, o4 := desbsS1(r[31]^uint64(k[0]), r[0]^uint64(k[1]), r[1]^uint64(k[2]), r[2]^uint64(k[3]), r[3]^uint64(k[4]), r[4]^uint64(k[5]))
+		l[8] ^= o1
+		l[16] ^= o2
+		l[22] ^= o3
+		l[30] ^= o4
+	}
+	{
+		o1, o2, o3, o4 := desbsS2(r[3]^uint64(k[6]), r[4]^uint64(k[7]), r[5]^uint64(k[8]), r[6]^uint64(k[9]), r[7]^uint64(k[10]), r[8]^uint64(k[11]))
+		l[12] ^= o1
+		l[27] ^= o2
+		l[1] ^= o3
+		l[17] ^= o4
+	}
+	{
+		o1, o2, o3, o4 := desbsS3(r[7]^uint64(k[12]), r[8]^uint64(k[13]), r[9]^uint64(k[14]), r[10]^uint64(k[15]), r[11]^uint64(k[16]), r[12]^uint64(k[17]))
+		l[23] ^= o1
+		l[15] ^= o2
+		l[29] ^= o3
+		l[5] ^= o4
+	}
+	{
+		o1, o2, o3, o4 := desbsS4(r[11]^uint64(k[18]), r[12]^uint64(k[19]), r[13]^uint64(k[20]), r[14]^uint64(k[21]), r[15]^uint64(k[22]), r[16]^uint64(k[23]))
+		l[25] ^= o1
+		l[19] ^= o2
+		l[9] ^= o3
+		l[0] ^= o4
+	}
+	{
+		o1, o2, o3, o4 := desbsS5(r[15]^uint64(k[24]), r[16]^uint64(k[25]), r[17]^uint64(k[26]), r[18]^uint64(k[27]), r[19]^uint64(k[28]), r[20]^uint64(k[29]))
+		l[7] ^= o1
+		l[13] ^= o2
+		l[24] ^= o3
+		l[2] ^= o4
+	}
+	{
+		o1, o2, o3, o4 := desbsS6(r[19]^uint64(k[30]), r[20]^uint64(k[31]), r[21]^uint64(k[32]), r[22]^uint64(k[33]), r[23]^uint64(k[34]), r[24]^uint64(k[35]))
+		l[3] ^= o1
+		l[28] ^= o2
+		l[10] ^= o3
+		l[18] ^= o4
+	}
+	{
+		o1, o2, o3, o4 := desbsS7(r[23]^uint64(k[36]), r[24]^uint64(k[37]), r[25]^uint64(k[38]), r[26]^uint64(k[39]), r[27]^uint64(k[40]), r[28]^uint64(k[41]))
+		l[31] ^= o1
+		l[11] ^= o2
+		l[21] ^= o3
+		l[6] ^= o4
+	}
+	{
+		o1, o2, o3, o4 := desbsS8(r[27]^uint64(k[42]), r[28]^uint64(k[43]), r[29]^uint64(k[44]), r[30]^uint64(k[45]), r[31]^uint64(k[46]), r[0]^uint64(k[47]))
+		l[4] ^= o1
+		l[26] ^= o2
+		l[14] ^= o3
+		l[20] ^= o4
+	}
 }
+
+// desbsLastRound is desbsRound for the bits of l that the first output
+// byte takes after the last round.
+func desbsLastRound(l, r *[32]uint64, k *[48]int32) {
+	{
+		o1, o2 := desbsS3Last(r[7]^uint64(k[12]), r[8]^uint64(k[13]), r[9]^uint64(k[14]), r[10]^uint64(k[15]), r[11]^uint64(k[16]), r[12]^uint64(k[17]))
+		l[23] ^= o1
+		l[15] ^= o2
+	}
+	{
+		o1 := desbsS5Last(r[15]^uint64(k[24]), r[16]^uint64(k[25]), r[17]^uint64(k[26]), r[18]^uint64(k[27]), r[19]^uint64(k[28]), r[20]^uint64(k[29]))
+		l[7] ^= o1
+	}
+	{
+		o1 := desbsS7Last(r[23]^uint64(k[36]), r[24]^uint64(k[37]), r[25]^uint64(k[38]), r[26]^uint64(k[39]), r[27]^uint64(k[40]), r[28]^uint64(k[41]))
+		l[31] ^= o1
+	}
+}
+

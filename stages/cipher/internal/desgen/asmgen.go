@@ -405,7 +405,7 @@ const (
 // genAsm returns the assembly and the spill slots it uses: the rounds in
 // AVX2 from the circuits and in AVX-512VL from their lut mappings, and the
 // bit-planes.
-func genAsm(t tables, cs [8]circuit, lcs [8]lutCircuit) ([]byte, int) {
+func genAsm(t tables, cs, last [8]circuit, lcs, lastLcs [8]lutCircuit) ([]byte, int) {
 	var w bytes.Buffer
 	w.WriteString(header + "//go:build amd64 && !purego\n\n#include \"textflag.h\"\n\n")
 	w.WriteString("DATA desbsOnes<>+0(SB)/8, $-1\nDATA desbsOnes<>+8(SB)/8, $-1\n" +
@@ -416,13 +416,19 @@ func genAsm(t tables, cs [8]circuit, lcs [8]lutCircuit) ([]byte, int) {
 		name string
 		is   isa
 	}{{"AVX2", avx2}, {"AVX512", avx512}} {
-		var body bytes.Buffer
+		var body, lastBody bytes.Buffer
 		s := 0
 		for i := range 8 {
 			if v.is.bcst {
 				genSboxLUT(&body, v.is, t, i, lcs[i], &s)
+				if last[i].wants() {
+					genSboxLUT(&lastBody, v.is, t, i, lastLcs[i], &s)
+				}
 			} else {
 				genSbox(&body, v.is, t, i, cs[i], &s)
+				if last[i].wants() {
+					genSbox(&lastBody, v.is, t, i, last[i], &s)
+				}
 			}
 		}
 		slots = max(slots, s)
@@ -431,7 +437,8 @@ func genAsm(t tables, cs [8]circuit, lcs [8]lutCircuit) ([]byte, int) {
 			"// bit-planes (%d bytes apart; word i is plane 7-bit%%8 from bit bit/8 on,\n"+
 			"// bit being the block bit IP puts there), then runs 16*stages rounds, one\n"+
 			"// per pass: L ^= F(R), the halves' roles swapping after every round but\n"+
-			"// each stage's last. %d bytes of spill slots follow the state.\n", v.name, planeStride, 32*s)
+			"// each stage's last; the last round computes only the bits FP's first\n"+
+			"// byte takes. %d bytes of spill slots follow the state.\n", v.name, planeStride, 32*s)
 		fmt.Fprintf(&w, "TEXT ·desbsEncrypt%s(SB), NOSPLIT, $0-32\n", v.name)
 		w.WriteString("\tMOVQ st+0(FP), DI\n\tMOVQ planes+8(FP), AX\n")
 		for i, b := range t.ip {
@@ -448,12 +455,14 @@ func genAsm(t tables, cs [8]circuit, lcs [8]lutCircuit) ([]byte, int) {
 		}
 		w.WriteString("\tLEAQ 1024(DI), SI\n\tLEAQ 2048(DI), R8\n" +
 			"\tMOVQ keys+16(FP), DX\n\tMOVQ stages+24(FP), BX\n\tSHLQ $4, BX\n\tXORL CX, CX\n" +
-			"round:\n")
+			"round:\n\tCMPQ BX, $1\n\tJEQ last\n")
 		w.Write(body.Bytes())
-		w.WriteString("\tADDQ $192, DX\n\tDECQ BX\n\tJZ done\n\tCMPQ CX, $15\n\tJEQ stage\n" +
+		w.WriteString("\tADDQ $192, DX\n\tDECQ BX\n\tCMPQ CX, $15\n\tJEQ stage\n" +
 			"\tINCQ CX\n\tXCHGQ DI, SI\n\tJMP round\n" +
 			"stage:\n\tXORL CX, CX\n\tJMP round\n" +
-			"done:\n\tVZEROUPPER\n\tRET\n\n")
+			"last: // only the L bits the first output byte takes\n")
+		w.Write(lastBody.Bytes())
+		w.WriteString("\tVZEROUPPER\n\tRET\n\n")
 	}
 	// Planes: VPMOVMSKB takes the top bit of 32 bytes; shifting the 16-bit
 	// lanes left by one brings the next bit to the top of every byte.

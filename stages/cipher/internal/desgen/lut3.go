@@ -28,7 +28,9 @@ func mapLUT3(c circuit) lutCircuit {
 		}
 	}
 	for _, o := range c.out {
-		fanout[o] += 100 // an output is kept
+		if o >= 0 { // refZero: an output not wanted
+			fanout[o] += 100 // an output is kept
+		}
 	}
 	// cone[n]: the leaves of gate n's node once merged
 	cone := make([][]ref, len(c.gates))

@@ -32,18 +32,27 @@ func generate(dir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cs [8]circuit
-	var lcs [8]lutCircuit
+	// full rounds, and the last round's S-boxes for the outputs it needs
+	var cs, last [8]circuit
+	var lcs, lastLcs [8]lutCircuit
+	want := lastWanted(tabs)
 	for i := range 8 {
 		cs[i] = synth(tabs.s[i])
-		lcs[i] = mapLUT3(cs[i]).reordered()
-		if lcs[i].eval() != cs[i].eval() {
+		last[i] = cs[i].only(want[i])
+		lcs[i], lastLcs[i] = mapLUT3(cs[i]).reordered(), mapLUT3(last[i]).reordered()
+		if lcs[i].eval() != cs[i].eval() || lastLcs[i].eval() != last[i].eval() {
 			return nil, fmt.Errorf("S%d: the lut mapping differs from the circuit", i+1)
 		}
+		full, l := cs[i].eval(), last[i].eval()
+		for k := range 4 {
+			if want[i][k] && full[k] != l[k] {
+				return nil, fmt.Errorf("S%d: the last round's circuit differs", i+1)
+			}
+		}
 	}
-	asm, slots := genAsm(tabs, cs, lcs)
+	asm, slots := genAsm(tabs, cs, last, lcs, lastLcs)
 	return map[string][]byte{
 		"desbs_amd64.s": asm,
-		"desbs_gen.go":  genGo(tabs, cs, slots),
+		"desbs_gen.go":  genGo(tabs, cs, last, slots),
 	}, nil
 }

@@ -393,7 +393,20 @@ func (c circuit) eval() (o [4]uint64) {
 		v[6+n] = apply(g.op, v[g.a], b)
 	}
 	for k, r := range c.out {
-		o[k] = v[r]
+		if r >= 0 {
+			o[k] = v[r]
+		}
 	}
 	return o
+}
+
+// only is c computing just the outputs in want (the others refZero, their
+// gates dropped).
+func (c circuit) only(want [4]bool) circuit {
+	for k := range c.out {
+		if !want[k] {
+			c.out[k] = refZero
+		}
+	}
+	return simplify(c)
 }
