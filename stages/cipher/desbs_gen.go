@@ -819,4 +819,3 @@ func desbsLastRound(l, r *[32]uint64, k *[48]int32) {
 		l[31] ^= o1
 	}
 }
-

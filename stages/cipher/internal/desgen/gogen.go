@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"go/format"
 	"strings"
 )
 
@@ -51,7 +52,11 @@ func genGo(t tables, cs, last [8]circuit, spillSlots int) []byte {
 	w.WriteString("// desbsLastRound is desbsRound for the bits of l that the first output\n" +
 		"// byte takes after the last round.\n")
 	genGoRound(&w, t, "desbsLastRound", "Last", last)
-	return w.Bytes()
+	b, err := format.Source(w.Bytes())
+	if err != nil {
+		panic("desgen: generated Go does not parse: " + err.Error())
+	}
+	return b
 }
 
 // wants says whether c computes any output.
