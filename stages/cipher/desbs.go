@@ -5,6 +5,7 @@ package cipher
 import (
 	"encoding/binary"
 	"errors"
+	"sync"
 )
 
 // Bitsliced DES for 8-bit CFB decryption. The register of every byte is the
@@ -29,11 +30,19 @@ const (
 
 // desbsBulk is DES (stages 1) or EDE triple DES (stages 3), bitsliced.
 type desbsBulk struct {
-	table  desBulk // for short tails, and the round keys
-	keys   []int32 // 48 masks (0 or -1) per round, 16*stages rounds
+	table         desBulk // for short tails, and the round keys
+	keys          []int32 // 48 masks (0 or -1) per round, 16*stages rounds
+	*desbsScratch         // during tail only
+}
+
+// desbsScratch is the working memory of one tail call, pooled: a Key per
+// connection then holds only its schedule.
+type desbsScratch struct {
 	planes [8][desbsPlaneStride]byte
 	state  [64*desbsMaxGroups + desbsSpill]uint64 // and the assembly's spill slots
 }
+
+var desbsScratchPool = sync.Pool{New: func() any { return new(desbsScratch) }}
 
 // desbsSlot[i] is the block bit (0-based from the top) of word i of the
 // state: the words are in IP's order, L being words 0..31 and R 32..63.
@@ -70,17 +79,17 @@ func newTripleDESBulk(key []byte) (bulk, error) {
 func newDESBS(key []byte, stages int) *desbsBulk {
 	d := &desbsBulk{table: newDESTable(key, stages), keys: make([]int32, 48*16*stages)}
 	for r, rk := range d.table.keys[:16*stages] {
+		var k uint64 // the 48 key bits, S-box 1's on top
 		for i := range 8 {
-			half, shift := rk.a, 24-8*(i/2)
+			half := rk.a
 			if i%2 == 1 {
 				half = rk.b
 			}
-			g := half >> shift & 63
-			for j := range 6 {
-				if g>>(5-j)&1 != 0 {
-					d.keys[48*r+6*i+j] = -1
-				}
-			}
+			k |= uint64(half>>(24-8*(i/2))&63) << (42 - 6*i)
+		}
+		m := d.keys[48*r : 48*r+48]
+		for b := range m {
+			m[b] = -int32(k >> (47 - b) & 1)
 		}
 	}
 	return d
@@ -89,10 +98,6 @@ func newDESBS(key []byte, stages int) *desbsBulk {
 func (d *desbsBulk) wipe() {
 	d.table.wipe()
 	clear(d.keys)
-	clear(d.state[:])
-	for i := range d.planes {
-		clear(d.planes[i][:])
-	}
 }
 
 // transpose8 transposes the 8x8 bit matrix whose row r is byte r of x
@@ -113,6 +118,12 @@ func (d *desbsBulk) tail(buf []byte) {
 		return
 	}
 	groups := desbsGroups()
+	d.desbsScratch = desbsScratchPool.Get().(*desbsScratch)
+	defer func() {
+		clear(d.state[:]) // keystream
+		desbsScratchPool.Put(d.desbsScratch)
+		d.desbsScratch = nil
+	}()
 	// Chunks from the top down: a chunk reads only bytes below its first
 	// position, which the chunks above it do not write.
 	for p0 := 8 + (n-9)/desbsChunk*desbsChunk; p0 >= 8; p0 -= desbsChunk {
