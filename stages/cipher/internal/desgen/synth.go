@@ -308,10 +308,80 @@ func synth(s [64]byte) circuit {
 			}
 		}
 	}
+	for _, perOutput := range []bool{false, true} {
+		if c := synthFree(outs, perOutput); len(c.gates) < len(best.gates) {
+			best = &c
+		}
+	}
 	if best.eval() != outs {
 		panic("desgen: circuit does not compute the S-box")
 	}
 	return *best
+}
+
+// synthFree is the other search: the top split's input is one per S-box
+// (or chosen per output), and each of its two parts is split on whichever
+// input and form builds it with the fewest new gates.
+func synthFree(outs [4]uint64, perOutput bool) circuit {
+	var best *circuit
+	for u0 := range 6 {
+		b := newBuilder()
+		for k := range 4 {
+			var pick *builder
+			for u := range 6 {
+				if !perOutput && u != u0 {
+					continue
+				}
+				for f := range 3 {
+					c := b.clone()
+					c.c.out[k] = c.split(outs[k], u, f, func(t uint64) ref { return c.best5(t, u) })
+					if pick == nil || len(c.c.gates) < len(pick.c.gates) {
+						pick = c
+					}
+				}
+			}
+			b = pick
+		}
+		if c := simplify(b.c); best == nil || len(c.gates) < len(best.gates) {
+			best = &c
+		}
+		if perOutput {
+			break // u0 plays no part
+		}
+	}
+	return *best
+}
+
+// best5 builds t, a function of the inputs other than u, split once more on
+// the input and form that add the fewest gates.
+func (b *builder) best5(t uint64, u int) ref {
+	if r, ok := b.byTT[t]; ok {
+		return r
+	}
+	var pick *builder
+	var pr ref
+	for w := range 6 {
+		if w == u {
+			continue
+		}
+		var vs [4]int
+		n := 0
+		for i := range 6 {
+			if i != u && i != w {
+				vs[n] = i
+				n++
+			}
+		}
+		for f := range 3 {
+			c := b.clone()
+			r := c.split(t, w, f, func(t uint64) ref { return c.leaf(project(t, vs), vs) })
+			if pick == nil || len(c.c.gates) < len(pick.c.gates) {
+				pick, pr = c, r
+			}
+		}
+	}
+	*b = *pick
+	return pr
 }
 
 // simplify folds NOT gates into the AND and ANDN gates that read them
