@@ -7,8 +7,10 @@ import (
 
 // DES and triple DES, written from FIPS 46-3 for 8-bit CFB, where only the
 // first byte of each block's output is used and every register is the eight
-// bytes of the stream before a byte: four independent blocks are run through
-// the rounds together so that their table loads overlap.
+// bytes of the stream before a byte. The tables and key schedule here serve
+// the bitsliced engine (desbs.go); the table engine below decrypts the short
+// tails it leaves, four independent blocks at a time so that their table
+// loads overlap.
 
 // FIPS 46-3 tables, 1-based bit numbers counted from the most significant bit.
 var (
