@@ -87,9 +87,11 @@ func newDESBS(key []byte, stages int) *desbsBulk {
 			}
 			k |= uint64(half>>(24-8*(i/2))&63) << (42 - 6*i)
 		}
-		m := d.keys[48*r : 48*r+48]
-		for b := range m {
-			m[b] = -int32(k >> (47 - b) & 1)
+		m := (*[48]int32)(d.keys[48*r:])
+		k <<= 16
+		for b := range m { // bit b of the 48 on top, spread down
+			m[b] = int32(int64(k) >> 63)
+			k <<= 1
 		}
 	}
 	return d
