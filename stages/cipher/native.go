@@ -49,8 +49,8 @@ const (
 // libmcrypt (checked bit for bit by the tests and by SelfTest). A method is
 // added with the file of its bulk cipher and one row here.
 var natives = []nativeSpec{
-	{2, "des", 8, 8, newDESBulkNative, "des"},
-	{3, "tripledes", 24, 8, newTripleDESBulkNative, "tripledes"},
+	{2, "des", 8, 8, newDESBulk, "des"},
+	{3, "tripledes", 24, 8, newTripleDESBulk, "tripledes"},
 	{10, "loki97", 32, 16, newLokiBulk, "loki97"},
 	{14, "rijndael-128", 32, 16, newAESBulk, "rijndael-128"},
 	{15, "rijndael-192", 32, 24, newRijndaelBulk(6), "rijndael-192"},
