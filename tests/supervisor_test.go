@@ -332,3 +332,99 @@ func TestSupervisorMetricsCountWorkers(t *testing.T) {
 	relMetricsBalanced(t, metrics, counted(len(first)+len(second), 12))
 	d.stop()
 }
+
+// supListening counts the sockets listening on port (IPv4 and IPv6), from
+// the kernel's tables: the supervisor's and every worker's descriptors of
+// one socket count once.
+func supListening(t *testing.T, port int) int {
+	t.Helper()
+	n := 0
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			t.Fatalf("%s: %v", table, err)
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 3 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) && f[3] == "0A" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// supReloadWorkers: a SIGHUP that changes nsca_workers while clients send
+// ends with as many listening sockets as workers, and no client is left in
+// the backlog of a socket nobody accepts on: every connection gets its
+// init packet within a second and every check it sent arrives once. The
+// supervisor used to keep every socket it had ever opened, so after 2→1
+// the kernel still gave half the new clients to a socket without a worker.
+func supReloadWorkers(t *testing.T, from, to int) {
+	cmd := commandFile(t, t.TempDir())
+	cfg := lcCfg(cmd, lcWorkers(from))
+	d := lcStart(t, cfg, daemonOpts{})
+	d.waitWorkers(from, startTimeout)
+	if n := supListening(t, d.Port); n != from {
+		t.Fatalf("%d listening sockets with nsca_workers=%d", n, from)
+	}
+	b := lcStartBurst(d.Port, 6, 3, lcPassword, "resize")
+	b.waitGoing(t, 20)
+	cfg["nsca_workers"] = fmt.Sprint(to)
+	d.rewriteConfig(cfg)
+	hupAt := time.Now()
+	d.Signal(syscall.SIGHUP)
+	d.waitLog(regexp.MustCompile(`SIGHUP: configuration reloaded`), 20*time.Second)
+	listening := -1
+	settled := waitFor(10*time.Second, func() bool { listening = supListening(t, d.Port); return listening == to })
+	settledAt := time.Now()
+	// Clients keep coming for a while with the new set of sockets, so that
+	// any socket left without a worker would take some of them.
+	time.Sleep(2 * time.Second)
+	conns := b.finish()
+	d.waitWorkers(to, 10*time.Second)
+	after := supListening(t, d.Port)
+
+	var slow []string
+	var worst time.Duration
+	for _, c := range conns {
+		wait := c.res.endAt.Sub(c.start)
+		if !c.res.initAt.IsZero() {
+			wait = c.res.initAt.Sub(c.start)
+		}
+		worst = max(worst, wait)
+		if wait > time.Second || c.res.dialErr != nil || c.res.initErr != nil {
+			slow = append(slow, fmt.Sprintf("client %d conn %d at +%v: waited %v (connect %v, init %v)", c.client, c.seq, c.start.Sub(hupAt).Round(time.Millisecond), wait.Round(time.Millisecond), c.res.dialErr, c.res.initErr))
+		}
+	}
+	refused, notFull, want := supBurstReport(conns)
+	waitFileLines(t, cmd, len(want))
+	counts := lcOutput(t, cmd)
+	t.Logf("nsca_workers %d→%d under load: %d listening sockets %v after SIGHUP, %d at the end; %d connections (%d checks sent, %d lines written), %d waited over 1 s, %d not fully sent, longest wait for the init packet %v",
+		from, to, listening, settledAt.Sub(hupAt).Round(time.Millisecond), after, len(conns), len(want), len(counts), len(slow), notFull, worst.Round(time.Millisecond))
+	if !settled || after != to {
+		t.Errorf("%d listening sockets after the reload (%d at the end), want %d, one per worker", listening, after, to)
+	}
+	if len(slow) > 0 {
+		t.Errorf("%d of %d connections waited over a second for their init packet, e.g. %q", len(slow), len(conns), slow[:min(3, len(slow))])
+	}
+	if len(refused) > 0 || notFull > 0 {
+		t.Errorf("%d connections refused, %d not fully sent", len(refused), notFull)
+	}
+	lcAssertOnce(t, counts, want)
+	if bad := grepLines(d.Stderr(), supBadLog); len(bad) > 0 {
+		t.Errorf("%d log lines of lost sockets or dead workers, e.g. %q", len(bad), bad[:min(3, len(bad))])
+	}
+	d.stop()
+}
+
+// TestSupervisorReloadChangesWorkers: supReloadWorkers from 2 workers to
+// 1 and from 1 to 3.
+func TestSupervisorReloadChangesWorkers(t *testing.T) {
+	for _, c := range []struct{ from, to int }{{2, 1}, {1, 3}} {
+		t.Run(fmt.Sprintf("%d-to-%d", c.from, c.to), func(t *testing.T) {
+			t.Parallel()
+			supReloadWorkers(t, c.from, c.to)
+		})
+	}
+}

@@ -64,3 +64,67 @@ func Listen(address string, port int, reusePort bool) (int, error) {
 	}
 	return fd, nil
 }
+
+// Sockets is the OS side of a supervisor's own listening sockets: SO_REUSEPORT
+// sockets on one port, which the kernel keeps in a group in the order they
+// started listening and hands each new connection to one of. It is an
+// interface so that the supervisor's decisions can be tested without them.
+type Sockets interface {
+	// Open adds one more listening socket to the group.
+	Open() (int, error)
+	// Steer has the kernel hand new connections only to the first n
+	// sockets of the group, so that one about to close takes no more.
+	Steer(fd, n int) error
+	// Queued is how many connections wait in fd's accept queue.
+	Queued(fd int) int
+	// Close stops fd listening, which resets any connection still in its
+	// queue and takes it out of the group at once, whoever else holds a
+	// descriptor of it, and closes it.
+	Close(fd int)
+}
+
+// PortSockets are the listening sockets of address:port (see Listen).
+type PortSockets struct {
+	Address string
+	Port    int
+}
+
+// Open opens one more SO_REUSEPORT socket on the port.
+func (p PortSockets) Open() (int, error) { return Listen(p.Address, p.Port, true) }
+
+// Steer attaches to the group a classic BPF program that picks one of its
+// first n sockets at random for each new connection: removing a socket
+// from the group moves its last one into its place, so the supervisor
+// keeps the sockets it serves first and retires them from the end.
+func (p PortSockets) Steer(fd, n int) error {
+	prog := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: skfAdRandom},
+		{Code: unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K, K: uint32(max(n, 1))},
+		{Code: unix.BPF_RET | unix.BPF_A},
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fprog); err != nil {
+		return fmt.Errorf("%w: SO_ATTACH_REUSEPORT_CBPF: %w", ErrListen, err)
+	}
+	return nil
+}
+
+// skfAdRandom is SKF_AD_OFF + SKF_AD_RANDOM: a load from there gives a
+// random 32-bit number.
+const skfAdRandom = 0xfffff000 + 56
+
+// Queued reads the accept queue's length, which TCP_INFO gives as
+// tcpi_unacked for a listening socket.
+func (p PortSockets) Queued(fd int) int {
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return 0
+	}
+	return int(info.Unacked)
+}
+
+// Close shuts fd down and closes it.
+func (p PortSockets) Close(fd int) {
+	unix.Shutdown(fd, unix.SHUT_RD)
+	unix.Close(fd)
+}

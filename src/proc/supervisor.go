@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -20,9 +21,10 @@ var ErrSpawn = errors.New("proc: starting a worker")
 
 // Supervisor runs nsca_workers worker processes, each the same binary
 // serving the whole pipeline on its own SO_REUSEPORT listener. It owns the
-// listening sockets for its whole life, as plain descriptors that nothing
-// closes, so a worker that dies or is replaced on reload leaves its socket,
-// and the clients queued on it, to its successor.
+// listening sockets, as plain descriptors that no worker's exit closes, so
+// a worker that dies or is replaced on reload leaves its socket, and the
+// clients queued on it, to its successor. A reload that lowers
+// nsca_workers retires the sockets it no longer needs (see Reload).
 type Supervisor struct {
 	// Spawner starts the worker processes.
 	Spawner Spawner
@@ -34,16 +36,40 @@ type Supervisor struct {
 	// StopTimeout bounds how long workers may drain on SIGTERM before they
 	// are killed.
 	StopTimeout time.Duration
-	// Listen opens one more listening socket when a reload raises nsca_workers.
-	Listen func() (int, error)
+	// Sockets opens, steers and closes listening sockets as reloads change
+	// nsca_workers, one socket per worker; nil (socket activation) keeps
+	// Listeners as they are, the slots sharing them.
+	Sockets Sockets
 
-	mu      sync.Mutex
-	gen     int
-	procs   map[*workerProc]bool
-	totals  counters.Totals // every worker's counters, exited ones included
-	backoff map[int]time.Duration
-	events  chan func()
+	mu       sync.Mutex
+	gen      int
+	procs    map[*workerProc]bool
+	totals   counters.Totals // every worker's counters, exited ones included
+	backoff  map[int]time.Duration
+	events   chan func()
+	retiring *retirement // sockets a reload no longer needs, not yet closed
 }
+
+// retirement is listening sockets that a reload no longer needs: new
+// connections are steered away from them, and their old workers go on
+// serving what is queued or still completing its handshake on them until
+// they are closed.
+type retirement struct {
+	fds     []int // the last sockets of the group, in its order
+	workers []*workerProc
+	since   time.Time
+}
+
+// How a socket is retired: after retireGrace, time enough for handshakes
+// under way when new connections were steered away to land in its queue,
+// it is closed once its queue is empty, or at the latest after retireMax
+// (its worker may be stuck or dead), resetting what still waits there.
+// Its worker accepts meanwhile, so no client waits on it.
+const (
+	retireGrace = time.Second
+	retireMax   = 3 * time.Second
+	retirePoll  = 20 * time.Millisecond
+)
 
 // workerProc is one running worker as the supervisor sees it.
 type workerProc struct {
@@ -53,6 +79,7 @@ type workerProc struct {
 	started   time.Time
 	ready     chan struct{}
 	readyOnce sync.Once
+	drainOnce sync.Once
 	status    chan struct{} // closed when the status pipe reached EOF
 	exited    chan struct{} // closed after the process and its status pipe ended
 
@@ -76,6 +103,10 @@ func (p *workerProc) snapshot() counters.Snapshot {
 	}
 	return p.last
 }
+
+// drain tells the worker to drain, once: a second SIGTERM would abort its
+// drain, and a reload storm must not do that to the generations before.
+func (p *workerProc) drain() { p.drainOnce.Do(func() { p.proc.Signal(syscall.SIGTERM) }) }
 
 // final is the exited worker's last counters, kept once its board is
 // unmapped.
@@ -139,12 +170,33 @@ func (s *Supervisor) Start() error {
 		s.stop(procs)
 		return err
 	}
+	s.steer()
 	return nil
 }
 
+// steer has the kernel hand new connections to the sockets in Listeners
+// only; sockets opened by a reload get none before their workers serve,
+// and retiring ones none at all.
+func (s *Supervisor) steer() {
+	if s.Sockets == nil || len(s.Listeners) == 0 {
+		return
+	}
+	if err := s.Sockets.Steer(s.Listeners[0], len(s.Listeners)); err != nil {
+		glog.Warningf("supervisor: %v: a socket a reload opens or retires may take connections it does not serve", err)
+	}
+}
+
+// closeSockets closes listening sockets at the end of the group, the last
+// one first, so that the others keep their places in it (see Steer).
+func (s *Supervisor) closeSockets(fds []int) {
+	for i := len(fds) - 1; i >= 0; i-- {
+		s.Sockets.Close(fds[i])
+	}
+}
+
 func (s *Supervisor) startGeneration(gen, n int) ([]*workerProc, error) {
-	for len(s.Listeners) < n && s.Listen != nil {
-		fd, err := s.Listen()
+	for len(s.Listeners) < n && s.Sockets != nil {
+		fd, err := s.Sockets.Open()
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +233,7 @@ func waitReady(procs []*workerProc, timeout time.Duration) error {
 // after StopTimeout.
 func (s *Supervisor) stop(procs []*workerProc) {
 	for _, p := range procs {
-		p.proc.Signal(syscall.SIGTERM)
+		p.drain()
 	}
 	deadline := time.After(s.StopTimeout)
 	for _, p := range procs {
@@ -243,31 +295,118 @@ func (s *Supervisor) retire(p *workerProc) bool {
 
 // Reload starts a new generation of n workers (which read the configuration
 // again) and retires the old one once the new one serves. The listening
-// sockets stay open throughout, so no connection is refused.
+// sockets stay open throughout, so no connection is refused. When n is
+// lower than before, the sockets of the slots gone are retired: new
+// connections are steered to the others at once, and each is closed once
+// its old worker has served its queue (see retirement). Closing one
+// outright would reset the clients queued on it, and keeping it would
+// leave it a share of new clients that nobody accepts.
 func (s *Supervisor) Reload(n int) error {
+	// The sockets of an earlier reload go first, so that the group holds
+	// exactly Listeners before it changes again.
+	s.finishRetiring()
 	s.mu.Lock()
 	var old []*workerProc
 	for p := range s.procs {
-		old = append(old, p)
+		if p.gen == s.gen {
+			old = append(old, p)
+		}
 	}
 	s.mu.Unlock()
+	had := len(s.Listeners)
 	gen := s.gen + 1
 	procs, err := s.startGeneration(gen, n)
-	if err != nil {
-		return err
+	if err == nil {
+		if err = waitReady(procs, 15*time.Second); err != nil {
+			s.stop(procs)
+			err = fmt.Errorf("%w; keeping the running workers", err)
+		}
 	}
-	if err := waitReady(procs, 15*time.Second); err != nil {
-		s.stop(procs)
-		return fmt.Errorf("%w; keeping the running workers", err)
+	if err != nil {
+		if len(s.Listeners) > had {
+			s.closeSockets(s.Listeners[had:])
+			s.Listeners = s.Listeners[:had]
+		}
+		return err
 	}
 	s.mu.Lock()
 	s.gen = gen
 	s.mu.Unlock()
 	s.Workers = n
+	r := &retirement{since: time.Now()}
+	if s.Sockets != nil && len(s.Listeners) > n {
+		r.fds = slices.Clone(s.Listeners[n:])
+		s.Listeners = s.Listeners[:n]
+	}
+	s.steer()
 	for _, p := range old {
-		p.proc.Signal(syscall.SIGTERM)
+		if len(r.fds) > 0 && p.slot >= n {
+			r.workers = append(r.workers, p)
+			continue
+		}
+		p.drain()
+	}
+	if len(r.fds) > 0 {
+		s.retiring = r
+		s.retireLater(r)
 	}
 	return nil
+}
+
+// retireLater looks at r again in a moment, on the supervisor's goroutine.
+func (s *Supervisor) retireLater(r *retirement) {
+	time.AfterFunc(retirePoll, func() {
+		s.events <- func() {
+			if s.retiring != r {
+				return // a reload finished it
+			}
+			waited := time.Since(r.since)
+			if waited < retireGrace || waited < retireMax && r.serving() && s.queued(r) > 0 {
+				s.retireLater(r)
+				return
+			}
+			s.finishRetiring()
+		}
+	})
+}
+
+// serving reports whether any of the retiring sockets' workers still runs.
+func (r *retirement) serving() bool {
+	for _, p := range r.workers {
+		select {
+		case <-p.exited:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// queued is how many connections wait on the retiring sockets.
+func (s *Supervisor) queued(r *retirement) int {
+	n := 0
+	for _, fd := range r.fds {
+		n += s.Sockets.Queued(fd)
+	}
+	return n
+}
+
+// finishRetiring lets the retiring sockets' workers drain and closes the
+// sockets.
+func (s *Supervisor) finishRetiring() {
+	r := s.retiring
+	if r == nil {
+		return
+	}
+	s.retiring = nil
+	for _, p := range r.workers {
+		p.drain()
+	}
+	if q := s.queued(r); q > 0 {
+		glog.Warningf("supervisor: %d connections still queued on the %d listening sockets nsca_workers=%d no longer needs are reset", q, len(r.fds), s.Workers)
+	}
+	s.closeSockets(r.fds)
+	glog.Infof("supervisor: closed %d listening sockets nsca_workers=%d no longer needs, after %v", len(r.fds), s.Workers, time.Since(r.since).Round(time.Millisecond))
 }
 
 // Stop drains and ends every worker.
