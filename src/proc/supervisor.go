@@ -45,7 +45,8 @@ type Supervisor struct {
 	gen      int
 	procs    map[*workerProc]bool
 	totals   counters.Totals // every worker's counters, exited ones included
-	backoff  map[int]time.Duration
+	backoff  map[int]slotFailure
+	now      func() time.Time // the clock back-off is measured on; nil is time.Now
 	events   chan func()
 	retiring *retirement // sockets a reload no longer needs, not yet closed
 }
@@ -76,7 +77,6 @@ type workerProc struct {
 	slot, gen int
 	proc      Process
 	exit      Exit // how it ended; set before exited is closed
-	started   time.Time
 	ready     chan struct{}
 	readyOnce sync.Once
 	drainOnce sync.Once
@@ -131,7 +131,7 @@ func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, started: time.Now(), ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
+	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
 		p.readStatus(link.Status)
 		close(p.status)
@@ -159,7 +159,7 @@ func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
 // Start runs the first generation of workers and waits until all serve.
 func (s *Supervisor) Start() error {
 	s.procs = map[*workerProc]bool{}
-	s.backoff = map[int]time.Duration{}
+	s.backoff = map[int]slotFailure{}
 	s.events = make(chan func(), 64)
 	s.gen = 1
 	procs, err := s.startGeneration(s.gen, s.Workers)
@@ -261,16 +261,10 @@ func (s *Supervisor) exited(p *workerProc) {
 		glog.Infof("supervisor: worker %d of generation %d (pid %d) finished: %v", p.slot, p.gen, p.proc.Pid(), p.exit)
 		return
 	}
-	delay := s.backoff[p.slot]
-	switch {
-	case time.Since(p.started) > 30*time.Second:
-		delay = 0
-	case delay == 0:
-		delay = 100 * time.Millisecond
-	default:
-		delay = min(delay*2, 10*time.Second)
-	}
-	s.backoff[p.slot] = delay
+	now := s.clock()
+	last, failedBefore := s.backoff[p.slot]
+	delay := restartDelay(last, failedBefore, now)
+	s.backoff[p.slot] = slotFailure{at: now, delay: delay}
 	glog.Errorf("supervisor: worker %d (pid %d) died (%v); restarting it in %v", p.slot, p.proc.Pid(), p.exit, delay)
 	slot, gen := p.slot, p.gen
 	time.AfterFunc(delay, func() {
@@ -283,6 +277,45 @@ func (s *Supervisor) exited(p *workerProc) {
 			}
 		}
 	})
+}
+
+// slotFailure is a slot's last worker death and the delay its restart got.
+type slotFailure struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// Restart back-off: a slot's worker that dies within backoffReset of the
+// slot's previous death waits twice as long as the last time before it is
+// restarted, from backoffFirst up to backoffMax; one that dies later is
+// restarted at once.
+const (
+	backoffReset = 30 * time.Second
+	backoffFirst = 100 * time.Millisecond
+	backoffMax   = 10 * time.Second
+)
+
+// restartDelay is the wait before restarting a worker that died now, given
+// its slot's last failure. It counts from that failure, not from the
+// process's start: every reload starts new processes, and with reloads
+// less than backoffReset apart no process would ever live long enough to
+// reset it.
+func restartDelay(last slotFailure, failedBefore bool, now time.Time) time.Duration {
+	switch {
+	case !failedBefore || now.Sub(last.at) > backoffReset:
+		return 0
+	case last.delay == 0:
+		return backoffFirst
+	default:
+		return min(last.delay*2, backoffMax)
+	}
+}
+
+func (s *Supervisor) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // retire moves an exited worker's counters into the totals, once.

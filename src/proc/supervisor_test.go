@@ -519,3 +519,82 @@ func TestSupervisorFailedGrowClosesNewSockets(t *testing.T) {
 		t.Errorf("after a failed 2→3 reload, open sockets %v, served %v; want [40 41] both", got, socks.served())
 	}
 }
+
+// onLoop runs fn on the supervisor's goroutine, which owns its back-off.
+func onLoop(s *Supervisor, fn func()) {
+	done := make(chan struct{})
+	s.events <- func() { fn(); close(done) }
+	<-done
+}
+
+// A slot's restart back-off grows while its workers die within 30 s of the
+// slot's previous death and resets once a death comes later than that,
+// however young the dying process is: every reload starts new processes,
+// so reloads less than 30 s apart used to keep a process age of 30 s from
+// ever coming, and the back-off from ever resetting.
+func TestSupervisorBackoffResetsFromLastFailure(t *testing.T) {
+	f := &fakeSpawner{}
+	s, sigs, _ := startSupervisor(t, f, 2, sameN(2))
+	var mu sync.Mutex
+	clock := time.Unix(1_000_000, 0)
+	advance := func(d time.Duration) {
+		mu.Lock()
+		clock = clock.Add(d)
+		mu.Unlock()
+	}
+	onLoop(s, func() { s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock } })
+	// kill crashes slot 1's live worker and returns the delay its restart got.
+	kill := func() time.Duration {
+		t.Helper()
+		var victim *fakeWorker
+		for _, w := range f.all() {
+			if w.slot == 1 && !w.isEnded() {
+				victim = w
+			}
+		}
+		n := len(f.all())
+		victim.crash()
+		waitUntil(t, "slot 1 was restarted", func() bool { return len(f.all()) == n+1 })
+		var d time.Duration
+		onLoop(s, func() { d = s.backoff[1].delay })
+		return d
+	}
+	var got []time.Duration
+	for _, gap := range []time.Duration{0, time.Second, time.Second} {
+		advance(gap)
+		got = append(got, kill())
+	}
+	// A reload every 20 s, and a death 40 s after the last one: the dying
+	// process is 20 s old, but the slot has been well for 40 s.
+	for range 2 {
+		advance(20 * time.Second)
+		n := len(f.all())
+		sigs <- syscall.SIGHUP
+		waitUntil(t, "the reload", func() bool { return len(f.all()) == n+2 })
+	}
+	got = append(got, kill())
+	advance(5 * time.Second)
+	got = append(got, kill())
+	want := []time.Duration{0, backoffFirst, 2 * backoffFirst, 0, backoffFirst}
+	if !slices.Equal(got, want) {
+		t.Errorf("restart delays %v, want %v", got, want)
+	}
+}
+
+// restartDelay doubles up to its bound.
+func TestRestartDelayBound(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	d := restartDelay(slotFailure{}, false, now)
+	var seen []time.Duration
+	for range 10 {
+		now = now.Add(time.Second)
+		d = restartDelay(slotFailure{at: now.Add(-time.Second), delay: d}, true, now)
+		seen = append(seen, d)
+	}
+	if seen[0] != backoffFirst || seen[len(seen)-1] != backoffMax {
+		t.Errorf("delays %v: want %v first and %v at the end", seen, backoffFirst, backoffMax)
+	}
+	if d := restartDelay(slotFailure{at: now, delay: backoffMax}, true, now.Add(backoffReset+time.Second)); d != 0 {
+		t.Errorf("a death %v after the last one waits %v, want 0", backoffReset+time.Second, d)
+	}
+}
