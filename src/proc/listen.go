@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,11 +22,64 @@ var ErrListen = errors.New("proc: listen")
 // servers come and go on it (a reload) without closing it, so no client is
 // refused while they change over.
 func Listen(address string, port int, reusePort bool) (int, error) {
+	fd, name, err := bindPort(address, port, reusePort)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Listen(fd, 4096); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%w: listen %s: %w", ErrListen, name, err)
+	}
+	return fd, nil
+}
+
+// CheckPortFree fails, as binding a socket of nsca_workers=0 would, when
+// anything is bound to address:port: a socket without SO_REUSEPORT cannot
+// share the port with any other, while SO_REUSEPORT sockets would silently
+// share it with another daemon's, or with the workers still draining of a
+// supervisor that was killed.
+func CheckPortFree(address string, port int) error {
+	fd, _, err := bindPort(address, port, false)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
+// lockPort serializes CheckPortFree and the binding of this daemon's
+// sockets with any other daemon starting on the same port, which could
+// otherwise also find the port free before either had bound its
+// SO_REUSEPORT sockets. The lock is an abstract unix socket named after the
+// port, in the network namespace as the port is: the kernel frees it when
+// its holder dies, and it needs no file anywhere. If it cannot be had
+// within lockPortWait the start goes on without it. The returned function
+// releases it.
+func lockPort(port int) (unlock func()) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	sa := &unix.SockaddrUnix{Name: "@nsca_fast/listen/" + strconv.Itoa(port)}
+	for deadline := time.Now().Add(lockPortWait); ; time.Sleep(10 * time.Millisecond) {
+		if err := unix.Bind(fd, sa); err != unix.EADDRINUSE || time.Now().After(deadline) {
+			break
+		}
+	}
+	return func() { unix.Close(fd) }
+}
+
+// lockPortWait bounds the wait for another daemon's start on the port: a
+// start binds its sockets within milliseconds.
+const lockPortWait = 5 * time.Second
+
+// bindPort is a socket bound to address:port, not yet listening, and the
+// address's name for errors.
+func bindPort(address string, port int, reusePort bool) (int, string, error) {
 	ip := netip.IPv6Unspecified()
 	if address != "" {
 		addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", address)
 		if err != nil || len(addrs) == 0 {
-			return -1, fmt.Errorf("%w: server_address %q: %v", ErrListen, address, err)
+			return -1, "", fmt.Errorf("%w: server_address %q: %v", ErrListen, address, err)
 		}
 		ip = addrs[0].Unmap()
 	}
@@ -39,11 +93,12 @@ func Listen(address string, port int, reusePort bool) (int, error) {
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return -1, fmt.Errorf("%w: socket: %w", ErrListen, err)
+		return -1, "", fmt.Errorf("%w: socket: %w", ErrListen, err)
 	}
-	fail := func(what string, err error) (int, error) {
+	name := net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	fail := func(what string, err error) (int, string, error) {
 		unix.Close(fd)
-		return -1, fmt.Errorf("%w: %s %s: %w", ErrListen, what, net.JoinHostPort(ip.String(), strconv.Itoa(port)), err)
+		return -1, "", fmt.Errorf("%w: %s %s: %w", ErrListen, what, name, err)
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return fail("SO_REUSEADDR", err)
@@ -59,10 +114,7 @@ func Listen(address string, port int, reusePort bool) (int, error) {
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("bind", err)
 	}
-	if err := unix.Listen(fd, 4096); err != nil {
-		return fail("listen", err)
-	}
-	return fd, nil
+	return fd, name, nil
 }
 
 // Sockets is the OS side of a supervisor's own listening sockets: SO_REUSEPORT

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"nsca_fast/conf"
 )
 
@@ -150,5 +152,49 @@ func TestSetGCPercent(t *testing.T) {
 	setGCPercent(supervisorGCPercent)
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("with GOGC=100 in the environment: GC percent %d", got)
+	}
+}
+
+// CheckPortFree fails on a port that SO_REUSEPORT sockets listen on,
+// which another SO_REUSEPORT socket could share, with the message binding
+// there without SO_REUSEPORT gives.
+func TestCheckPortFree(t *testing.T) {
+	fd, err := Listen("127.0.0.1", 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*unix.SockaddrInet4).Port
+	_, single := Listen("127.0.0.1", port, false)
+	err = CheckPortFree("127.0.0.1", port)
+	if !errors.Is(err, unix.EADDRINUSE) || single == nil || err.Error() != single.Error() {
+		t.Errorf("CheckPortFree on a served port: %v; want %v", err, single)
+	}
+	unix.Close(fd)
+	if err := CheckPortFree("127.0.0.1", port); err != nil {
+		t.Errorf("CheckPortFree on a free port: %v", err)
+	}
+}
+
+// lockPort makes a second start on the same port wait until the first has
+// bound its sockets.
+func TestLockPort(t *testing.T) {
+	unlock := lockPort(1)
+	got := make(chan func())
+	go func() { got <- lockPort(1) }()
+	select {
+	case <-got:
+		t.Fatal("a second lockPort of the same port did not wait")
+	case <-time.After(200 * time.Millisecond):
+	}
+	unlock()
+	select {
+	case unlock2 := <-got:
+		unlock2()
+	case <-time.After(time.Second):
+		t.Fatal("the second lockPort did not get the lock once it was released")
 	}
 }
