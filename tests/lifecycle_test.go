@@ -1281,3 +1281,31 @@ func TestLifecycleSecondDaemonSamePort(t *testing.T) {
 
 // countLines is how many complete lines the file holds.
 func countLines(t *testing.T, path string) int { return len(completeLines(readFile(t, path))) }
+
+// TestLifecycleReloadSingleToWorkers: a SIGHUP whose configuration raises
+// nsca_workers from 0 says that it takes effect at the next restart, and
+// the daemon goes on serving, with the rest of the new configuration, in
+// one process. It used to ignore the option without a word.
+func TestLifecycleReloadSingleToWorkers(t *testing.T) {
+	t.Parallel()
+	cmd := commandFile(t, t.TempDir())
+	cfg := lcCfg(cmd, lcWorkers(0))
+	d := lcStart(t, cfg, daemonOpts{})
+	cfg["nsca_workers"] = "2"
+	cfg["password"] = "after-reload"
+	d.rewriteConfig(cfg)
+	d.Signal(syscall.SIGHUP)
+	d.waitLog(regexp.MustCompile(`SIGHUP: configuration reloaded`), 10*time.Second)
+	waits := grepLines(d.Stderr(), regexp.MustCompile(`nsca_workers=2 takes effect at the next restart`))
+	t.Logf("log: %q", waits)
+	if len(waits) != 1 {
+		t.Errorf("%d log lines say nsca_workers=2 waits for a restart, want 1", len(waits))
+	}
+	if kids := childPIDs(d.Pid()); len(kids) != 0 {
+		t.Errorf("the daemon has children %v after the reload, want none", kids)
+	}
+	want := lcSendAll(t, d.Port, "after-reload", "single", 10, 2)
+	waitFileLines(t, cmd, len(want))
+	lcAssertOnce(t, lcOutput(t, cmd), want)
+	d.stop()
+}
