@@ -12,12 +12,36 @@ import (
 
 // Under a steady stream of delivered batches, a worker's board, once a
 // batch was delivered, holds every batch delivered more than progressGap
-// before it (give or take the machine's noise):
-// a batch delivered that long after the last report is reported by the
-// goroutine that delivered it. A reporting goroutine woken at most every
-// 5 ms left the board up to 5 ms (and its wake-up) behind, and a worker
-// killed with SIGKILL took that much out of the supervisor's totals.
+// before it (give or take the machine's noise): a batch delivered that
+// long after the last report is reported by the goroutine that delivered
+// it. A reporting goroutine woken at most every 5 ms left the board 6 to
+// 24 ms behind, and a worker killed with SIGKILL took that much out of
+// the supervisor's totals. The noise of a shared machine (or the race
+// detector) can stretch one run, never the gap of every run: the best of
+// three counts.
 func TestWorkerReportsBatchesAtOnce(t *testing.T) {
+	// A millisecond of progressGap, and noise.
+	const bound = 4 * time.Millisecond
+	var runs []time.Duration
+	for range 3 {
+		worst := reportLag(t)
+		runs = append(runs, worst)
+		if worst <= bound {
+			break
+		}
+	}
+	t.Logf("the board lagged the counters by at most %v (runs %v; progressGap %v)", runs[len(runs)-1], runs, progressGap)
+	if runs[len(runs)-1] > bound {
+		t.Errorf("the board lagged the counters by up to %v in each of %d runs, want at most %v", runs, len(runs), bound)
+	}
+}
+
+// reportLag pokes a worker's reporter after each of a few thousand
+// batches 50 µs apart and returns how long before a poke the oldest batch
+// the board did not hold after it was delivered, at worst; it also checks
+// the final report.
+func reportLag(t *testing.T) time.Duration {
+	t.Helper()
 	b, fd, err := board.Create("test-worker")
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +52,13 @@ func TestWorkerReportsBatchesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer view.Close()
+	read := func() uint64 {
+		var s counters.Snapshot
+		if rec, ok := view.Read(); ok {
+			json.Unmarshal(rec, &s)
+		}
+		return s.Received
+	}
 	w := &Worker{board: b, reported: make(chan struct{})}
 	var n atomic.Uint64
 	stop := make(chan struct{})
@@ -40,33 +71,17 @@ func TestWorkerReportsBatchesAtOnce(t *testing.T) {
 		at[i] = time.Now()
 		n.Store(uint64(i))
 		poke()
-		rec, ok := view.Read()
-		var s counters.Snapshot
-		if ok {
-			json.Unmarshal(rec, &s)
-		}
-		// How long before this batch the oldest one not on the board was
-		// delivered (this goroutine's own delays after the poke do not
-		// count).
-		if int(s.Received) < i {
-			worst = max(worst, at[i].Sub(at[s.Received+1]))
+		// This goroutine's own delays after the poke do not count.
+		if got := read(); int(got) < i {
+			worst = max(worst, at[i].Sub(at[got+1]))
 		}
 		for time.Since(at[i]) < 50*time.Microsecond {
 		}
 	}
 	close(stop)
 	<-w.Reported()
-	t.Logf("the board lagged the counters by at most %v (progressGap %v)", worst, progressGap)
-	// A millisecond of progressGap, and the machine's noise; with reports
-	// at most every 5 ms the lag was above 5 ms every time.
-	const bound = 4 * time.Millisecond
-	if worst > bound {
-		t.Errorf("the board lagged the counters by up to %v, want at most %v", worst, bound)
+	if got := read(); got != n.Load() {
+		t.Errorf("after stop the board says %d, want the final %d", got, n.Load())
 	}
-	rec, _ := view.Read()
-	var s counters.Snapshot
-	json.Unmarshal(rec, &s)
-	if s.Received != n.Load() {
-		t.Errorf("after stop the board says %d, want the final %d", s.Received, n.Load())
-	}
+	return worst
 }
