@@ -363,13 +363,16 @@ func supListening(t *testing.T, port int) int {
 	return n
 }
 
-// supReloadWorkers: a SIGHUP that changes nsca_workers while clients send
-// ends with as many listening sockets as workers, and no client is left in
-// the backlog of a socket nobody accepts on: every connection gets its
-// init packet within a second and every check it sent arrives once. The
-// supervisor used to keep every socket it had ever opened, so after 2→1
-// the kernel still gave half the new clients to a socket without a worker.
-func supReloadWorkers(t *testing.T, from, to int) {
+// supReloadWorkers: SIGHUPs that change nsca_workers from counts[0] to
+// each of the others in turn while clients send, each as soon as the one
+// before has reloaded, end with as many listening sockets as workers, and
+// no client is left in the backlog of a socket nobody accepts on: every
+// connection gets its init packet within a second and every check it sent
+// arrives once. The supervisor used to keep every socket it had ever
+// opened, so after 2→1 the kernel still gave half the new clients to a
+// socket without a worker.
+func supReloadWorkers(t *testing.T, counts ...int) {
+	from, to := counts[0], counts[len(counts)-1]
 	cmd := commandFile(t, t.TempDir())
 	cfg := lcCfg(cmd, lcWorkers(from))
 	d := lcStart(t, cfg, daemonOpts{})
@@ -379,11 +382,18 @@ func supReloadWorkers(t *testing.T, from, to int) {
 	}
 	b := lcStartBurst(d.Port, 6, 3, lcPassword, "resize")
 	b.waitGoing(t, 20)
-	cfg["nsca_workers"] = fmt.Sprint(to)
-	d.rewriteConfig(cfg)
-	hupAt := time.Now()
-	d.Signal(syscall.SIGHUP)
-	d.waitLog(regexp.MustCompile(`SIGHUP: configuration reloaded`), 20*time.Second)
+	reloaded := regexp.MustCompile(`SIGHUP: configuration reloaded`)
+	var hupAt time.Time
+	for i, n := range counts[1:] {
+		cfg["nsca_workers"] = fmt.Sprint(n)
+		d.rewriteConfig(cfg)
+		hupAt = time.Now()
+		d.Signal(syscall.SIGHUP)
+		if _, ok := waitLines(d.Stderr, reloaded, i+1, 20*time.Second); !ok {
+			b.finish()
+			t.Fatalf("reload %d (nsca_workers=%d) not logged within 20 s", i+1, n)
+		}
+	}
 	listening := -1
 	settled := waitFor(10*time.Second, func() bool { listening = supListening(t, d.Port); return listening == to })
 	settledAt := time.Now()
@@ -403,14 +413,14 @@ func supReloadWorkers(t *testing.T, from, to int) {
 		}
 		worst = max(worst, wait)
 		if wait > time.Second || c.res.dialErr != nil || c.res.initErr != nil {
-			slow = append(slow, fmt.Sprintf("client %d conn %d at +%v: waited %v (connect %v, init %v)", c.client, c.seq, c.start.Sub(hupAt).Round(time.Millisecond), wait.Round(time.Millisecond), c.res.dialErr, c.res.initErr))
+			slow = append(slow, fmt.Sprintf("client %d conn %d at %v: waited %v (connect %v, init %v)", c.client, c.seq, c.start.Sub(hupAt).Round(time.Millisecond), wait.Round(time.Millisecond), c.res.dialErr, c.res.initErr))
 		}
 	}
 	refused, notFull, want := supBurstReport(conns)
 	waitFileLines(t, cmd, len(want))
-	counts := lcOutput(t, cmd)
-	t.Logf("nsca_workers %d→%d under load: %d listening sockets %v after SIGHUP, %d at the end; %d connections (%d checks sent, %d lines written), %d waited over 1 s, %d not fully sent, longest wait for the init packet %v",
-		from, to, listening, settledAt.Sub(hupAt).Round(time.Millisecond), after, len(conns), len(want), len(counts), len(slow), notFull, worst.Round(time.Millisecond))
+	counted := lcOutput(t, cmd)
+	t.Logf("nsca_workers %v under load: %d listening sockets %v after the last SIGHUP, %d at the end; %d connections (%d checks sent, %d lines written), %d waited over 1 s, %d not fully sent, longest wait for the init packet %v",
+		counts, listening, settledAt.Sub(hupAt).Round(time.Millisecond), after, len(conns), len(want), len(counted), len(slow), notFull, worst.Round(time.Millisecond))
 	if !settled || after != to {
 		t.Errorf("%d listening sockets after the reload (%d at the end), want %d, one per worker", listening, after, to)
 	}
@@ -420,20 +430,24 @@ func supReloadWorkers(t *testing.T, from, to int) {
 	if len(refused) > 0 || notFull > 0 {
 		t.Errorf("%d connections refused, %d not fully sent", len(refused), notFull)
 	}
-	lcAssertOnce(t, counts, want)
-	if bad := grepLines(d.Stderr(), supBadLog); len(bad) > 0 {
-		t.Errorf("%d log lines of lost sockets or dead workers, e.g. %q", len(bad), bad[:min(3, len(bad))])
+	lcAssertOnce(t, counted, want)
+	for _, l := range grepLines(d.Stderr(), regexp.MustCompile(`SIGHUP: configuration reloaded|listening sockets nsca_workers`)) {
+		t.Logf("%s", l)
+	}
+	if bad := grepLines(d.Stderr(), regexp.MustCompile(supBadLog.String()+`|still queued`)); len(bad) > 0 {
+		t.Errorf("%d log lines of lost sockets, dead workers or reset clients, e.g. %q", len(bad), bad[:min(3, len(bad))])
 	}
 	d.stop()
 }
 
 // TestSupervisorReloadChangesWorkers: supReloadWorkers from 2 workers to
-// 1 and from 1 to 3.
+// 1, from 1 to 3, and from 3 to 1, 2 and 1 again, each reload before the
+// sockets the one before no longer needed were closed.
 func TestSupervisorReloadChangesWorkers(t *testing.T) {
-	for _, c := range []struct{ from, to int }{{2, 1}, {1, 3}} {
-		t.Run(fmt.Sprintf("%d-to-%d", c.from, c.to), func(t *testing.T) {
+	for _, counts := range [][]int{{2, 1}, {1, 3}, {3, 1, 2, 1}} {
+		t.Run(strings.Trim(strings.ReplaceAll(fmt.Sprint(counts), " ", "-to-"), "[]"), func(t *testing.T) {
 			t.Parallel()
-			supReloadWorkers(t, c.from, c.to)
+			supReloadWorkers(t, counts...)
 		})
 	}
 }
