@@ -393,8 +393,10 @@ func (s *Supervisor) retireLater(r *retirement) {
 			if s.retiring != r {
 				return // a reload finished it
 			}
+			// With no worker left to serve them, what is queued there has
+			// nothing to wait for.
 			waited := time.Since(r.since)
-			if waited < retireGrace || waited < retireMax && r.serving() && s.queued(r) > 0 {
+			if r.serving() && (waited < retireGrace || waited < retireMax && s.queued(r) > 0) {
 				s.retireLater(r)
 				return
 			}

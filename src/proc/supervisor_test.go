@@ -199,6 +199,12 @@ func (f *fakeSockets) served() []int {
 	return slices.Clone(f.group[:min(f.steer, len(f.group))])
 }
 
+func (f *fakeSockets) closedList() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.closed)
+}
+
 func (f *fakeSockets) open() []int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -455,8 +461,8 @@ func TestSupervisorReloadFewerWorkersRetiresSockets(t *testing.T) {
 	if waited := time.Since(hup); waited < retireGrace {
 		t.Errorf("the surplus sockets were closed %v after the reload, before the grace of %v", waited, retireGrace)
 	}
-	if socks.closed[0] != 42 || socks.closed[1] != 41 || socks.open()[0] != 40 {
-		t.Errorf("closed %v (want 42, then 41), open %v (want 40)", socks.closed, socks.open())
+	if closed := socks.closedList(); !slices.Equal(closed, []int{42, 41}) || socks.open()[0] != 40 {
+		t.Errorf("closed %v (want 42, then 41), open %v (want 40)", closed, socks.open())
 	}
 	for _, w := range old {
 		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
@@ -488,8 +494,8 @@ func TestSupervisorReloadStormResizes(t *testing.T) {
 	if got := socks.open(); !slices.Equal(got, []int{40, 43}) {
 		t.Errorf("open sockets %v, want [40 43]", got)
 	}
-	if !slices.Equal(socks.closed, []int{42, 41}) {
-		t.Errorf("closed %v, want [42 41]", socks.closed)
+	if closed := socks.closedList(); !slices.Equal(closed, []int{42, 41}) {
+		t.Errorf("closed %v, want [42 41]", closed)
 	}
 	for _, w := range f.all()[:4] {
 		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
@@ -570,7 +576,9 @@ func TestSupervisorBackoffResetsFromLastFailure(t *testing.T) {
 		advance(20 * time.Second)
 		n := len(f.all())
 		sigs <- syscall.SIGHUP
-		waitUntil(t, "the reload", func() bool { return len(f.all()) == n+2 })
+		// Until the old generation is gone the new one is not yet the
+		// current one, whose workers are restarted.
+		waitUntil(t, "the reload", func() bool { return len(f.all()) == n+2 && len(s.Pids()) == 2 })
 	}
 	got = append(got, kill())
 	advance(5 * time.Second)
@@ -596,5 +604,25 @@ func TestRestartDelayBound(t *testing.T) {
 	}
 	if d := restartDelay(slotFailure{at: now, delay: backoffMax}, true, now.Add(backoffReset+time.Second)); d != 0 {
 		t.Errorf("a death %v after the last one waits %v, want 0", backoffReset+time.Second, d)
+	}
+}
+
+// A socket being retired whose old worker dies is closed at once: what is
+// queued on it has nobody to wait for.
+func TestSupervisorRetiringSocketWithoutWorkerCloses(t *testing.T) {
+	f := &fakeSpawner{}
+	workers := 2
+	s, sigs, _ := startSupervisor(t, f, 2, func(int) (int, error) { return workers, nil })
+	socks := s.Sockets.(*fakeSockets)
+	old := f.all()
+	workers = 1
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the 2→1 reload", func() bool { return slices.Equal(socks.served(), []int{40}) })
+	socks.setQueued(41, 3)
+	start := time.Now()
+	old[1].crash()
+	waitUntil(t, "socket 41 was closed", func() bool { return slices.Equal(socks.closedList(), []int{41}) })
+	if waited := time.Since(start); waited >= retireGrace {
+		t.Errorf("socket 41 was closed %v after its worker died, want at once", waited)
 	}
 }
