@@ -107,8 +107,8 @@ func (w *Worker) report(s counters.Snapshot, mayDrop bool) {
 // progressGap is the least time between two reports that batches ask for.
 // Batches are delivered, under load of one check per connection, every few
 // tens of microseconds, and a report (a snapshot and its JSON, about 5 µs)
-// per batch would cost more than the check itself; one every millisecond
-// costs at most 0.5 % of a CPU.
+// per batch would add a tenth or more to what a check costs; one every
+// millisecond costs at most 0.5 % of a CPU.
 const progressGap = time.Millisecond
 
 // ReportEvery sends counters every interval and after the batches the
@@ -119,7 +119,8 @@ const progressGap = time.Millisecond
 // woken to do it, a reporting goroutine of a busy worker ran milliseconds
 // later, and a worker killed with SIGKILL in between took those results
 // out of the totals. Batches within progressGap of a report are reported
-// together at its end; a kill loses at most those.
+// by the first batch after that, or, if none comes, by a goroutine two
+// gaps after the report; a kill loses at most those.
 func (w *Worker) ReportEvery(snapshot func() counters.Snapshot, interval time.Duration, stop <-chan struct{}) (poke func()) {
 	r := &reporter{w: w, snapshot: snapshot, wake: make(chan struct{}, 1)}
 	go r.run(interval, stop)
@@ -166,6 +167,8 @@ func (r *reporter) reportLocked(mayDrop bool) {
 	r.last = time.Now()
 }
 
+// report sends a report from run's goroutine, with ifDue only if a batch
+// is waiting for one (a poke may have sent it meanwhile).
 func (r *reporter) report(mayDrop, ifDue bool) {
 	if ifDue && !r.due.Load() {
 		return
