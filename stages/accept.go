@@ -168,6 +168,8 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 				return
 			}
 		case syscall.EINTR, syscall.ECONNABORTED:
+		case syscall.EINVAL: // it stopped listening: a reload retired it
+			return
 		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
 			a.log.Warningf("accept", "accept: %v; raise the open files limit or lower max_connections", aerr)
 			time.Sleep(10 * time.Millisecond)

@@ -145,10 +145,18 @@ func serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot) {
 
 // listeners returns systemd's sockets (activated is then true), or n new
 // ones bound as the config says (one when n is 0, without SO_REUSEPORT).
+// SO_REUSEPORT sockets are bound only on a port nothing else is bound to,
+// so that a second daemon refuses to start in both modes alike.
 func listeners(cfg *conf.Config, n int) (fds []int, activated bool, err error) {
 	if fds := ActivatedListeners(); len(fds) > 0 {
 		glog.Infof("using %d socket(s) from systemd socket activation", len(fds))
 		return fds, true, nil
+	}
+	if n > 0 {
+		defer lockPort(cfg.ServerPort)()
+		if err := CheckPortFree(cfg.ServerAddress, cfg.ServerPort); err != nil {
+			return nil, false, err
+		}
 	}
 	for range max(n, 1) {
 		fd, err := Listen(cfg.ServerAddress, cfg.ServerPort, n > 0)

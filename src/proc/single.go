@@ -122,6 +122,12 @@ func (s *single) reload() error {
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
+	if cfg.Workers > 0 {
+		// Workers need a supervisor that kept root and SO_REUSEPORT sockets;
+		// this process may have dropped its privileges, and its socket
+		// cannot share the port.
+		glog.Warningf("SIGHUP: nsca_workers=%d takes effect at the next restart: a daemon started with nsca_workers=0 goes on serving in one process", cfg.Workers)
+	}
 	next, err := s.app.New(cfg, s.listeners)
 	if err != nil {
 		return err

@@ -93,7 +93,7 @@ type ExecSpawner struct {
 }
 
 // devNull is /dev/null opened once for the workers' standard input; it is
-// never closed, like the listening sockets.
+// never closed.
 func (e *ExecSpawner) devNull() (int, error) {
 	e.nullOnce.Do(func() { e.null, e.nullErr = unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
 	return e.null, e.nullErr

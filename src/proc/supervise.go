@@ -47,7 +47,7 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 	})
 	if !activated {
 		// systemd's socket is shared by all workers; our own are one per worker.
-		sup.Listen = func() (int, error) { return Listen(cfg.ServerAddress, cfg.ServerPort, true) }
+		sup.Sockets = PortSockets{Address: cfg.ServerAddress, Port: cfg.ServerPort}
 	}
 	if err := sup.Start(); err != nil {
 		return Fail(err)

@@ -49,8 +49,8 @@ const (
 // libmcrypt (checked bit for bit by the tests and by SelfTest). A method is
 // added with the file of its bulk cipher and one row here.
 var natives = []nativeSpec{
-	{2, "des", 8, 8, newDESBulkNative, "des"},
-	{3, "tripledes", 24, 8, newTripleDESBulkNative, "tripledes"},
+	{2, "des", 8, 8, newDESBulk, "des"},
+	{3, "tripledes", 24, 8, newTripleDESBulk, "tripledes"},
 	{5, "cast-256", 32, 16, newCAST256Bulk, "cast-256"},
 	{9, "twofish", 32, 16, newTwofishBulk, "twofish"},
 	{10, "loki97", 32, 16, newLokiBulk, "loki97"},
