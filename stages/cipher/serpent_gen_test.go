@@ -116,7 +116,9 @@ func newSerpentCircuit(rng *rand.Rand) *serpentCircuit {
 	return c
 }
 
-func (c *serpentCircuit) serpentGate(v uint16, op string, a, b serpentTerm) serpentTerm {
+// add returns the value with table v, adding the gate a op b if no value
+// computed so far has that table.
+func (c *serpentCircuit) add(v uint16, op string, a, b serpentTerm) serpentTerm {
 	if name, ok := c.names[v]; ok {
 		return serpentTerm{name, v}
 	}
@@ -159,7 +161,7 @@ func (c *serpentCircuit) monomial(m int) serpentTerm {
 		}
 	}
 	rest := c.monomial(m &^ (1 << lo))
-	return c.serpentGate(v, "&", rest, serpentTerm{fmt.Sprintf("x%d", lo), serpentInputs[lo]})
+	return c.add(v, "&", rest, serpentTerm{fmt.Sprintf("x%d", lo), serpentInputs[lo]})
 }
 
 // serpentANF returns the algebraic normal form of output bit b of sbox: the masks
@@ -266,7 +268,7 @@ func serpentSboxTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]serpentGate, 
 		case len(ors) > 0:
 			o := ors[rng.IntN(len(ors))]
 			and := o.a.v & o.b.v
-			g := c.serpentGate(o.a.v|o.b.v, "|", o.a, o.b)
+			g := c.add(o.a.v|o.b.v, "|", o.a, o.b)
 			for i, ts := range terms {
 				if has(ts, o.a.v) && has(ts, o.b.v) && has(ts, and) {
 					ts = slices.DeleteFunc(ts, func(t serpentTerm) bool { return t.v == o.a.v || t.v == o.b.v || t.v == and })
@@ -275,7 +277,7 @@ func serpentSboxTry(sbox *[16]byte, outs []int, rng *rand.Rand) ([]serpentGate, 
 			}
 		case len(pairs) > 0 && bestN >= 2:
 			p := pairs[rng.IntN(len(pairs))]
-			g := c.serpentGate(p.a.v^p.b.v, "^", p.a, p.b)
+			g := c.add(p.a.v^p.b.v, "^", p.a, p.b)
 			for i, ts := range terms {
 				if has(ts, p.a.v) && has(ts, p.b.v) {
 					ts = slices.DeleteFunc(ts, func(t serpentTerm) bool { return t.v == p.a.v || t.v == p.b.v })
