@@ -51,10 +51,13 @@ const (
 var natives = []nativeSpec{
 	{2, "des", 8, 8, newDESBulk, "des"},
 	{3, "tripledes", 24, 8, newTripleDESBulk, "tripledes"},
+	{5, "cast-256", 32, 16, newCAST256Bulk, "cast-256"},
+	{9, "twofish", 32, 16, newTwofishBulk, "twofish"},
 	{10, "loki97", 32, 16, newLokiBulk, "loki97"},
 	{14, "rijndael-128", 32, 16, newAESBulk, "rijndael-128"},
 	{15, "rijndael-192", 32, 24, newRijndaelBulk(6), "rijndael-192"},
 	{16, "rijndael-256", 32, 32, newRijndaelBulk(8), "rijndael-256"},
+	{20, "serpent", 32, 16, newSerpentBulk, "serpent"},
 	{23, "gost", 32, 8, newGOSTBulk(gostLibmcrypt), "gost"},
 	{26, "saferplus", 32, 16, newSaferBulk, "saferplus"},
 	{MethodAES128, "aes128", 16, 16, newAESBulk, "rijndael-128"},
