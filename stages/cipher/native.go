@@ -52,6 +52,7 @@ var natives = []nativeSpec{
 	{2, "des", 8, 8, newDESBulk, "des"},
 	{3, "tripledes", 24, 8, newTripleDESBulk, "tripledes"},
 	{6, "xtea", 16, 8, newXTEABulk, "xtea"},
+	{8, "blowfish", 56, 8, newBlowfishBulk, "blowfish"},
 	{10, "loki97", 32, 16, newLokiBulk, "loki97"},
 	{14, "rijndael-128", 32, 16, newAESBulk, "rijndael-128"},
 	{15, "rijndael-192", 32, 24, newRijndaelBulk(6), "rijndael-192"},
