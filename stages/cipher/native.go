@@ -51,6 +51,7 @@ const (
 var natives = []nativeSpec{
 	{2, "des", 8, 8, newDESBulk, "des"},
 	{3, "tripledes", 24, 8, newTripleDESBulk, "tripledes"},
+	{4, "cast-128", 16, 8, newCAST128Bulk, "cast-128"},
 	{6, "xtea", 16, 8, newXTEABulk, "xtea"},
 	{8, "blowfish", 56, 8, newBlowfishBulk, "blowfish"},
 	{10, "loki97", 32, 16, newLokiBulk, "loki97"},
