@@ -22,7 +22,8 @@ import (
 var nativeMethods = []struct {
 	method int
 	nscp   string
-}{{2, "des"}, {3, "3des"}, {10, ""}, {14, "aes"}, {15, ""}, {16, ""}, {23, ""}, {26, ""}}
+}{{2, "des"}, {3, "3des"}, {4, "cast128"}, {6, "xtea"}, {8, "blowfish"}, {10, ""}, {11, "rc2"}, {14, "aes"},
+	{15, ""}, {16, ""}, {23, ""}, {26, ""}}
 
 // buildNoCgo builds the daemon with CGO_ENABLED=0 (so without libmcrypt)
 // into a temporary directory of t and returns its path.
@@ -112,10 +113,10 @@ func TestEngineRefusals(t *testing.T) {
 		cfg       Config
 		want      *regexp.Regexp
 	}{
-		{"native-blowfish", "", Config{"decryption_method": "8", "decryption_engine": "native"},
-			regexp.MustCompile(`no native engine for this method: decryption_method=8 \(blowfish\)`)},
-		{"nocgo-blowfish", nocgo, Config{"decryption_method": "8"},
-			regexp.MustCompile(`decryption_method=8 \(blowfish\) needs libmcrypt, and this nsca_fast was built without cgo, so without libmcrypt`)},
+		{"native-twofish", "", Config{"decryption_method": "9", "decryption_engine": "native"},
+			regexp.MustCompile(`no native engine for this method: decryption_method=9 \(twofish\)`)},
+		{"nocgo-twofish", nocgo, Config{"decryption_method": "9"},
+			regexp.MustCompile(`decryption_method=9 \(twofish\) needs libmcrypt, and this nsca_fast was built without cgo, so without libmcrypt`)},
 		{"nocgo-serpent-auto", nocgo, Config{"decryption_method": "20", "decryption_engine": "auto"},
 			regexp.MustCompile(`decryption_method=20 \(serpent\) needs libmcrypt`)},
 	}
@@ -159,7 +160,7 @@ func TestEngineRefusals(t *testing.T) {
 			want string
 		}{
 			{daemonBin(), Config{"decryption_method": "14", "decryption_engine": "auto"}, "decryption_method=14 (rijndael-128) is served by native (decryption_engine=auto): self-test passed"},
-			{daemonBin(), Config{"decryption_method": "8", "decryption_engine": "auto"}, "decryption_method=8 (blowfish) is served by libmcrypt (decryption_engine=auto)"},
+			{daemonBin(), Config{"decryption_method": "9", "decryption_engine": "auto"}, "decryption_method=9 (twofish) is served by libmcrypt (decryption_engine=auto)"},
 			{daemonBin(), Config{"decryption_method": "3", "decryption_engine": "libmcrypt"}, "decryption_method=3 (tripledes) is served by libmcrypt (decryption_engine=libmcrypt)"},
 			{daemonBin(), Config{"decryption_method": "3"}, "decryption_method=3 (tripledes) is served by native (decryption_engine=auto): self-test passed"},
 			{daemonBin(), Config{"decryption_method": "aes128"}, "decryption_method=aes128 (aes128) is served by native"},
