@@ -67,6 +67,10 @@ var cast128Schedule = func() []cast128Line {
 type cast128Bulk struct {
 	km [16]uint32
 	kr [16]uint8
+	// s is a copy of S1..S4: tables reached through the receiver need no
+	// address computation of their own, where the compiler otherwise
+	// rematerialises a global table's address before almost every load.
+	s [4][256]uint32
 }
 
 func newCAST128Bulk(key []byte) (bulk, error) {
@@ -93,6 +97,7 @@ func newCAST128Bulk(key []byte) (bulk, error) {
 		}
 	}
 	c := &cast128Bulk{}
+	copy(c.s[:], cast128S[:4])
 	copy(c.km[:], k[:16])
 	for i := range c.kr {
 		c.kr[i] = uint8(k[16+i] & 31)
@@ -110,21 +115,18 @@ func (c *cast128Bulk) wipe() {
 func (c *cast128Bulk) tail(buf []byte) { tail64(c, buf) }
 
 // The three round functions of RFC 2144, 2.2.
-func cast128F1(d, m uint32, r uint8) uint32 {
+func cast128F1(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
 	i := bits.RotateLeft32(m+d, int(r))
-	s := &cast128S
 	return (s[0][byte(i>>24)] ^ s[1][byte(i>>16)] - s[2][byte(i>>8)]) + s[3][byte(i)]
 }
 
-func cast128F2(d, m uint32, r uint8) uint32 {
+func cast128F2(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
 	i := bits.RotateLeft32(m^d, int(r))
-	s := &cast128S
 	return (s[0][byte(i>>24)] - s[1][byte(i>>16)] + s[2][byte(i>>8)]) ^ s[3][byte(i)]
 }
 
-func cast128F3(d, m uint32, r uint8) uint32 {
+func cast128F3(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
 	i := bits.RotateLeft32(m-d, int(r))
-	s := &cast128S
 	return (s[0][byte(i>>24)] + s[1][byte(i>>16)] ^ s[2][byte(i>>8)]) - s[3][byte(i)]
 }
 
@@ -135,25 +137,25 @@ func (c *cast128Bulk) four(x0, x1, x2, x3 uint64) uint32 {
 	l1, r1 := uint32(x1>>32), uint32(x1)
 	l2, r2 := uint32(x2>>32), uint32(x2)
 	l3, r3 := uint32(x3>>32), uint32(x3)
-	km, kr := &c.km, &c.kr
+	km, kr, s := &c.km, &c.kr, &c.s
 	// Rounds 1..15 in threes (f1, f2, f3), the halves trading places after
 	// every round: after three rounds they are swapped once overall.
 	for i := 0; i < 15; i += 3 {
 		m, r := km[i], kr[i]
-		l0 ^= cast128F1(r0, m, r)
-		l1 ^= cast128F1(r1, m, r)
-		l2 ^= cast128F1(r2, m, r)
-		l3 ^= cast128F1(r3, m, r)
+		l0 ^= cast128F1(s, r0, m, r)
+		l1 ^= cast128F1(s, r1, m, r)
+		l2 ^= cast128F1(s, r2, m, r)
+		l3 ^= cast128F1(s, r3, m, r)
 		m, r = km[i+1], kr[i+1]
-		r0 ^= cast128F2(l0, m, r)
-		r1 ^= cast128F2(l1, m, r)
-		r2 ^= cast128F2(l2, m, r)
-		r3 ^= cast128F2(l3, m, r)
+		r0 ^= cast128F2(s, l0, m, r)
+		r1 ^= cast128F2(s, l1, m, r)
+		r2 ^= cast128F2(s, l2, m, r)
+		r3 ^= cast128F2(s, l3, m, r)
 		m, r = km[i+2], kr[i+2]
-		l0 ^= cast128F3(r0, m, r)
-		l1 ^= cast128F3(r1, m, r)
-		l2 ^= cast128F3(r2, m, r)
-		l3 ^= cast128F3(r3, m, r)
+		l0 ^= cast128F3(s, r0, m, r)
+		l1 ^= cast128F3(s, r1, m, r)
+		l2 ^= cast128F3(s, r2, m, r)
+		l3 ^= cast128F3(s, r3, m, r)
 		l0, r0 = r0, l0
 		l1, r1 = r1, l1
 		l2, r2 = r2, l2
@@ -161,10 +163,10 @@ func (c *cast128Bulk) four(x0, x1, x2, x3 uint64) uint32 {
 	}
 	// Round 16 (f1): R16 = L15 ^ f1(R15).
 	m, r := km[15], kr[15]
-	l0 ^= cast128F1(r0, m, r)
-	l1 ^= cast128F1(r1, m, r)
-	l2 ^= cast128F1(r2, m, r)
-	l3 ^= cast128F1(r3, m, r)
+	l0 ^= cast128F1(s, r0, m, r)
+	l1 ^= cast128F1(s, r1, m, r)
+	l2 ^= cast128F1(s, r2, m, r)
+	l3 ^= cast128F1(s, r3, m, r)
 	return l0>>24 | l1>>24<<8 | l2>>24<<16 | l3>>24<<24
 }
 
