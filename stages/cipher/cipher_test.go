@@ -214,14 +214,14 @@ func TestMisuse(t *testing.T) {
 	k.Close()
 }
 
-// noNativeMethod is a usable libmcrypt method without a native engine, for
-// the tests of refusals and fallbacks; ok is false once every one has one.
+// noNativeMethod is a usable stock method without a native engine, for the
+// tests of refusals and fallbacks; ok is false once every one has one.
 func noNativeMethod() (method int, algorithm string, ok bool) {
 	for _, m := range []struct {
 		method    int
 		algorithm string
-	}{{9, "twofish"}, {20, "serpent"}, {5, "cast-256"}, {10, "loki97"}, {15, "rijndael-192"},
-		{16, "rijndael-256"}, {23, "gost"}, {26, "saferplus"}} {
+	}{{8, "blowfish"}, {4, "cast-128"}, {9, "twofish"}, {20, "serpent"}, {6, "xtea"}, {11, "rc2"},
+		{5, "cast-256"}, {10, "loki97"}, {15, "rijndael-192"}, {16, "rijndael-256"}, {23, "gost"}, {26, "saferplus"}} {
 		if !HasNative(m.method) {
 			return m.method, m.algorithm, true
 		}
