@@ -115,3 +115,23 @@ func arctanInv(x int64, prec uint) *big.Int {
 	}
 	return sum
 }
+
+// TestRC2Eight: the lane-parallel eight gives each lane what four gives.
+func TestRC2Eight(t *testing.T) {
+	r := newRand("rc2 eight")
+	b, _ := newRC2Bulk(randBytes(r, 128))
+	o, ok := b.(oct64)
+	if !ok {
+		t.Fatal("rc2 has no eight")
+	}
+	for range 2000 {
+		var x [8]uint64
+		for i := range x {
+			x[i] = r.Uint64()
+		}
+		want := uint64(o.four(x[0], x[1], x[2], x[3])) | uint64(o.four(x[4], x[5], x[6], x[7]))<<32
+		if got := o.eight(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]); got != want {
+			t.Fatalf("eight(%x) = %016x, four gives %016x", x, got, want)
+		}
+	}
+}
