@@ -111,9 +111,10 @@ var options = []option{
 	{name: "decryption_engine", def: cipher.DefaultEngine, origin: originNew,
 		kind: text(func(c *Config) *string { return &c.DecryptionEngine }, validEngine),
 		doc: "What decrypts decryption_method 2 and up: auto (native where there is a native engine and its " +
-			"start-up self-test against libmcrypt passes, libmcrypt otherwise), native (Go and AES-NI, for 2 des, " +
-			"3 tripledes, 10 loki97, 14 rijndael-128, 15 rijndael-192, 16 rijndael-256, 23 gost and 26 " +
-			"saferplus, refusing any other method and a failed self-test) or libmcrypt " +
+			"start-up self-test against libmcrypt passes, libmcrypt otherwise), native (Go, with AES-NI, AVX2 and AVX-512 " +
+			"assembly, for every usable method: 2 des, 3 tripledes, 4 cast-128, 5 cast-256, 6 xtea, 8 blowfish, " +
+			"9 twofish, 10 loki97, 11 rc2, 14 rijndael-128, 15 rijndael-192, 16 rijndael-256, 20 serpent, 23 gost " +
+			"and 26 saferplus; refusing to start on a failed self-test) or libmcrypt " +
 			"(through cgo, as stock). The start-up line says which engine serves and why. A build without " +
 			"libmcrypt (CGO_ENABLED=0) serves 0, 1 and the native methods only."},
 	{name: "nsca_workers", def: "0", origin: originNscaFast,
