@@ -163,6 +163,7 @@ func run(args []string) int {
 		ServeOne:      stages.ServeInetd,
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
 		CgoGoroutines: stages.CgoGoroutines,
+		Version:       Version,
 	}
 	switch {
 	case worker != nil:

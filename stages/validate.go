@@ -114,7 +114,7 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		}
 		glog.Infof("check from %s%s: host=%q service=%q return_code=%d output=%q", c.Peer, via, r.Host, r.Service, r.ReturnCode, r.Output)
 	}
-	return sink.Item{Result: r, Time: now.Unix()}, true
+	return sink.Item{Result: r, Time: now.Unix(), ReadAt: p.ReadAt}, true
 }
 
 // verify returns the drop reason and error for a packet that must not pass.

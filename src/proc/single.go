@@ -39,12 +39,13 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 		return Fail(err)
 	}
 	s := &single{app: a, listeners: lfds}
-	serveMetrics(cfg, s.totals.Sum)
+	a.serveMetrics(cfg, s.totals.Sum, nil)
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(s.totals.Sum, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
 	s.start(srv)
 	glog.Infof("%s", a.Describe(cfg))
 	ReportStarted(nil)
+	a.serving.Store(true)
 	Notify("READY=1")
 	s.serve(sigs)
 	close(stopStats)
@@ -84,7 +85,9 @@ func (s *single) serve(sigs chan os.Signal) {
 		switch {
 		case sig == syscall.SIGHUP && !stopping:
 			Notify(Reloading())
-			if err := s.reload(); err != nil {
+			err := s.reload()
+			s.app.reloads.Record(err)
+			if err != nil {
 				glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
 			} else {
 				glog.Infof("SIGHUP: configuration reloaded; the previous server drains its connections")
@@ -93,6 +96,7 @@ func (s *single) serve(sigs chan os.Signal) {
 		case sig == syscall.SIGHUP:
 		case !stopping:
 			stopping = true
+			s.app.serving.Store(false)
 			Notify("STOPPING=1")
 			glog.Infof("%v: stopping: no new connections, draining the pipeline", sig)
 			s.current.Shutdown()

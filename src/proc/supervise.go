@@ -40,6 +40,8 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 		Listeners:   lfds,
 		Workers:     cfg.Workers,
 		StopTimeout: time.Duration(cfg.ConnectionTimeout)*time.Second + 10*time.Second,
+		Reloads:     &a.reloads,
+		Serving:     &a.serving,
 	}
 	if !activated {
 		// systemd's socket is shared by all workers; our own are one per worker.
@@ -53,7 +55,8 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 	Notify("READY=1")
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(sup.Stats, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
-	serveMetrics(cfg, sup.Stats)
+	a.serveMetrics(cfg, sup.Stats, sup.Pids)
+	a.serving.Store(true)
 	sup.Serve(sigs, a.reloadWorkers)
 	close(stopStats)
 	snap := sup.Stats()
@@ -94,13 +97,18 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				Notify(Reloading())
-				if err := s.reloadWith(reload); err != nil {
+				err := s.reloadWith(reload)
+				s.Reloads.Record(err)
+				if err != nil {
 					glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
 				}
 				Notify("READY=1")
 				continue
 			}
 			Notify("STOPPING=1")
+			if s.Serving != nil {
+				s.Serving.Store(false)
+			}
 			glog.Infof("%v: stopping the workers", sig)
 			s.drain(sigs)
 			return

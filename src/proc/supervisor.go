@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,10 @@ type Supervisor struct {
 	StopTimeout time.Duration
 	// Listen opens one more listening socket when a reload raises nsca_workers.
 	Listen func() (int, error)
+	// Reloads, if set, counts Serve's reloads; Serving, if set, is
+	// cleared when Serve starts stopping.
+	Reloads *counters.Reloads
+	Serving *atomic.Bool
 
 	mu      sync.Mutex
 	gen     int

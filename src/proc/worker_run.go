@@ -48,6 +48,9 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	if p, ok := srv.(interface{ OnProgress(func()) }); ok {
 		p.OnProgress(poke)
 	}
+	// Counters first: the supervisor's /metrics shows every series from
+	// the moment the worker serves.
+	w.Report(srv.Snapshot())
 	w.Ready()
 	err = srv.Run()
 	close(stop)
