@@ -306,7 +306,7 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		// once it sent the last chunk, which came before this call.
 		d.stats.Incomplete.Add(1)
 		if why != "timeout" { // the read stage has logged a timeout already
-			d.log.Warningf(c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
+			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
 		}
 	default:
 		d.stats.Received.Add(1)

@@ -421,7 +421,7 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 			r.stats.Refused.Add(1)
 			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: no complete PROXY header within %v (%d bytes)", c.Peer, r.cfg.Timeout, len(c.header))
 		} else {
-			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
+			r.log.Eventf("timed out", c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
 		}
 		r.closeConn(ctx, c, out, "timeout")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang/glog"
@@ -35,6 +36,7 @@ type Server struct {
 	// (inetd); closing it stops accepting.
 	adopt    chan int
 	stopOnce sync.Once
+	replaced atomic.Bool
 	cipher   CipherConfig
 	allowed  []netip.Prefix // allowed_hosts, for clients behind a PROXY header
 
@@ -236,9 +238,17 @@ func (s *Server) run(inetdFD int) error {
 	<-done
 	s.log.Flush()
 	snap := s.Stats.Snapshot()
-	glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
+	if s.replaced.Load() {
+		glog.Infof("reload: the previous configuration's pipeline finished its connections: %s", snap.Line(snap, 0))
+	} else {
+		glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
+	}
 	return nil
 }
+
+// Replaced tells the server that a reload replaces it, before its
+// Shutdown: its last line then says so rather than read as a stop.
+func (s *Server) Replaced() { s.replaced.Store(true) }
 
 // OnProgress has fn called, without blocking the pipeline, after each
 // batch of results a destination is done with. Call it before Run.

@@ -50,6 +50,9 @@ type App struct {
 
 	reloads counters.Reloads
 	serving atomic.Bool // for /readyz: started and not stopping
+	// running is the configuration that serves; next, one a reload under
+	// way read. Only the goroutine that handles signals uses them.
+	running, next *conf.Config
 }
 
 // GC targets, as GOGC percentages: how far a process's heap may grow past

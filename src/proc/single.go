@@ -40,6 +40,7 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 	}
 	s := &single{app: a, listeners: lfds}
 	a.serveMetrics(cfg, s.totals.Sum, nil)
+	a.running = cfg
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(s.totals.Sum, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
 	s.start(srv)
@@ -86,12 +87,10 @@ func (s *single) serve(sigs chan os.Signal) {
 		case sig == syscall.SIGHUP && !stopping:
 			Notify(Reloading())
 			err := s.reload()
-			s.app.reloads.Record(err)
 			if err != nil {
 				glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
-			} else {
-				glog.Infof("SIGHUP: configuration reloaded; the previous server drains its connections")
 			}
+			s.app.reloaded(err, "the previous pipeline finishes its connections")
 			Notify("READY=1")
 		case sig == syscall.SIGHUP:
 		case !stopping:
@@ -119,6 +118,7 @@ func (s *single) reload() error {
 	if err != nil {
 		return err
 	}
+	s.app.loaded(cfg)
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
@@ -129,6 +129,9 @@ func (s *single) reload() error {
 	s.app.setProcs(cfg)
 	prev := s.current
 	s.start(next)
+	if r, ok := prev.(interface{ Replaced() }); ok {
+		r.Replaced() // its last lines say it was replaced, not stopped
+	}
 	prev.Shutdown()
 	return nil
 }

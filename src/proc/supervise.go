@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -40,8 +41,11 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 		Listeners:   lfds,
 		Workers:     cfg.Workers,
 		StopTimeout: time.Duration(cfg.ConnectionTimeout)*time.Second + 10*time.Second,
-		Reloads:     &a.reloads,
-		Serving:     &a.serving,
+		OnStop:      func() { a.serving.Store(false) },
+	}
+	a.running = cfg
+	sup.OnReload = func(err error) {
+		a.reloaded(err, fmt.Sprintf("%d new workers serve, the previous ones finish their connections", sup.Workers))
 	}
 	if !activated {
 		// systemd's socket is shared by all workers; our own are one per worker.
@@ -71,6 +75,7 @@ func (a *App) reloadWorkers(running int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	a.loaded(cfg)
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
@@ -98,16 +103,18 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 			if sig == syscall.SIGHUP {
 				Notify(Reloading())
 				err := s.reloadWith(reload)
-				s.Reloads.Record(err)
 				if err != nil {
 					glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+				}
+				if s.OnReload != nil {
+					s.OnReload(err)
 				}
 				Notify("READY=1")
 				continue
 			}
 			Notify("STOPPING=1")
-			if s.Serving != nil {
-				s.Serving.Store(false)
+			if s.OnStop != nil {
+				s.OnStop()
 			}
 			glog.Infof("%v: stopping the workers", sig)
 			s.drain(sigs)
@@ -121,11 +128,7 @@ func (s *Supervisor) reloadWith(reload func(running int) (int, error)) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Reload(n); err != nil {
-		return err
-	}
-	glog.Infof("SIGHUP: configuration reloaded; %d new workers %v serve, the previous ones drain", n, s.Pids())
-	return nil
+	return s.Reload(n)
 }
 
 // drain stops every worker; a second signal while they drain makes them

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,10 +36,11 @@ type Supervisor struct {
 	StopTimeout time.Duration
 	// Listen opens one more listening socket when a reload raises nsca_workers.
 	Listen func() (int, error)
-	// Reloads, if set, counts Serve's reloads; Serving, if set, is
-	// cleared when Serve starts stopping.
-	Reloads *counters.Reloads
-	Serving *atomic.Bool
+	// OnReload, if set, is told how each of Serve's reloads ended (nil:
+	// the new workers serve); OnStop, if set, is called when Serve starts
+	// stopping.
+	OnReload func(err error)
+	OnStop   func()
 
 	mu      sync.Mutex
 	gen     int
