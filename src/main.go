@@ -82,7 +82,9 @@ func parseFlags(args []string) (*options, *flag.FlagSet, error) {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	code := run(os.Args[1:])
+	proc.DrainLog()
+	os.Exit(code)
 }
 
 func run(args []string) int {
@@ -175,6 +177,10 @@ func run(args []string) int {
 	}
 	if proc.Detached() {
 		if err := proc.StderrToSyslog(cfg.LogFacility); err != nil {
+			return proc.Fail(err)
+		}
+	} else if proc.OnJournal() {
+		if err := proc.StderrToJournal(); err != nil {
 			return proc.Fail(err)
 		}
 	}
