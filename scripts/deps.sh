@@ -2,12 +2,13 @@
 # Installs what nsca_fast needs on Debian 12, as root: `deps.sh build` only
 # what building needs (libmcrypt, cmake, a C compiler for cgo), `deps.sh
 # test` (the default) also the real programs the tests drive: send_nsca and
-# stock nsca, Nagios 4, HAProxy, Icinga 2, gearmand, and Crypto++ with g++
-# for the NSClient++-compatible client. Packages already present are not
+# stock nsca, Nagios 4, HAProxy, Icinga 2, gearmand, Crypto++ with g++
+# for the NSClient++-compatible client, and promtool (package prometheus)
+# to check the shipped alert rules. Packages already present are not
 # installed again.
 set -euo pipefail
 build=(libmcrypt-dev cmake make gcc)
-test=(nsca-client nsca nagios4-core haproxy icinga2 gearman-job-server gearman-tools libcrypto++-dev g++)
+test=(nsca-client nsca nagios4-core haproxy icinga2 gearman-job-server gearman-tools libcrypto++-dev g++ prometheus)
 case "${1:-test}" in
   build) want=("${build[@]}") ;;
   test) want=("${build[@]}" "${test[@]}") ;;
