@@ -39,11 +39,18 @@ type LatencyBatch struct {
 // stepped back, counts as 0).
 func (b *LatencyBatch) Observe(nanos int64) {
 	nanos = max(nanos, 0)
-	i := 0
-	for i < len(latencyBoundsNanos) && nanos > latencyBoundsNanos[i] {
-		i++
+	// The first bound not below nanos, by binary search: four
+	// comparisons for sixteen bounds.
+	lo, hi := 0, len(latencyBoundsNanos)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if nanos > latencyBoundsNanos[mid] {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
-	b.buckets[i]++
+	b.buckets[lo]++
 	b.sum += uint64(nanos)
 	b.n++
 }
