@@ -66,12 +66,12 @@ func processStats(workers func() []int) counters.ProcessStats {
 	page := float64(unix.Getpagesize())
 	self := procStat(0)
 	p := counters.ProcessStats{
-		CPUSeconds:     (statField(self, 14) + statField(self, 15) + statField(self, 16) + statField(self, 17)) / clockTicks,
-		ResidentBytes:  int64(statField(self, 24) * page),
-		VirtualBytes:   int64(statField(self, 23)),
-		OpenFDs:        openFDs(0),
-		StartTimeUnix:  float64(processStart.UnixNano()) / 1e9,
-		ProcessesAlive: 1,
+		CPUSeconds:    (statField(self, 14) + statField(self, 15) + statField(self, 16) + statField(self, 17)) / clockTicks,
+		ResidentBytes: int64(statField(self, 24) * page),
+		VirtualBytes:  int64(statField(self, 23)),
+		OpenFDs:       openFDs(0),
+		StartTimeUnix: float64(processStart.UnixNano()) / 1e9,
+		Processes:     1,
 	}
 	if workers == nil {
 		return p
@@ -85,7 +85,7 @@ func processStats(workers func() []int) counters.ProcessStats {
 		p.ResidentBytes += int64(statField(f, 24) * page)
 		p.VirtualBytes += int64(statField(f, 23))
 		p.OpenFDs += openFDs(pid)
-		p.ProcessesAlive++
+		p.Processes++
 	}
 	return p
 }

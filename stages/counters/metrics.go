@@ -34,12 +34,12 @@ type BuildInfo struct {
 // conventions name them: with workers, the sum over the supervisor and
 // its workers (CPU includes workers that exited).
 type ProcessStats struct {
-	CPUSeconds     float64
-	ResidentBytes  int64
-	OpenFDs        int64
-	StartTimeUnix  float64
-	VirtualBytes   int64
-	ProcessesAlive int64
+	CPUSeconds    float64
+	ResidentBytes int64
+	OpenFDs       int64
+	StartTimeUnix float64
+	VirtualBytes  int64
+	Processes     int64
 }
 
 // MetricsHandler serves Prometheus metrics in the text exposition format.
@@ -85,6 +85,11 @@ type exposition struct {
 }
 
 func (e *exposition) sample(d *metricDesc, kind string, v float64, labelValues []string) {
+	e.write(e.family(d, kind), d.name, d.labels, labelValues, v)
+}
+
+// family is where d's samples go, first in order once it has one.
+func (e *exposition) family(d *metricDesc, kind string) *bytes.Buffer {
 	if e.samples == nil {
 		e.kinds, e.samples = map[*metricDesc]string{}, map[*metricDesc]*bytes.Buffer{}
 	}
@@ -93,7 +98,7 @@ func (e *exposition) sample(d *metricDesc, kind string, v float64, labelValues [
 		b = new(bytes.Buffer)
 		e.order, e.kinds[d], e.samples[d] = append(e.order, d), kind, b
 	}
-	e.write(b, d.name, d.labels, labelValues, v)
+	return b
 }
 
 // write renders one sample line of name, as a histogram's _bucket line
@@ -115,11 +120,7 @@ func (e *exposition) write(b *bytes.Buffer, name string, labels, labelValues []s
 
 // histogram writes d's cumulative buckets, sum and count.
 func (e *exposition) histogram(d *metricDesc, l LatencySnapshot) {
-	if e.samples == nil {
-		e.kinds, e.samples = map[*metricDesc]string{}, map[*metricDesc]*bytes.Buffer{}
-	}
-	b := new(bytes.Buffer)
-	e.order, e.kinds[d], e.samples[d] = append(e.order, d), "histogram", b
+	b := e.family(d, "histogram")
 	var cum uint64
 	for i := range len(LatencyBounds) + 1 {
 		if i < len(l.Buckets) {
@@ -264,6 +265,6 @@ func (c *collector) collect(e *exposition) {
 		gauge(descVSZ, p.VirtualBytes)
 		gauge(descFDs, p.OpenFDs)
 		e.sample(descStart, "gauge", p.StartTimeUnix, nil)
-		gauge(descProcs, p.ProcessesAlive)
+		gauge(descProcs, p.Processes)
 	}
 }

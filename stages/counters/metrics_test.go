@@ -84,7 +84,7 @@ func TestMetricsZeroFromStart(t *testing.T) {
 	rec := httptest.NewRecorder()
 	MetricsHandler(Source{
 		Snapshot: stats.Snapshot, Method: "xor", Build: BuildInfo{Version: "1.2", GoVersion: "go1"},
-		Process: func() ProcessStats { return ProcessStats{StartTimeUnix: 5, ProcessesAlive: 1} }, Reloads: &reloads,
+		Process: func() ProcessStats { return ProcessStats{StartTimeUnix: 5, Processes: 1} }, Reloads: &reloads,
 	}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	text := rec.Body.String()
 	want := []string{
