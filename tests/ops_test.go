@@ -449,3 +449,34 @@ func TestOpsJournalNoGlogHeader(t *testing.T) {
 		t.Errorf("no \"<6>stopped: \" line: the last lines must reach the journal before the exit:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+// TestOpsJournalWorkerOutlivesSupervisor: workers write to the journal
+// stream themselves, so the lines of a worker whose supervisor was killed
+// (it drains and says so) still reach the journal, in the same shape.
+func TestOpsJournalWorkerOutlivesSupervisor(t *testing.T) {
+	dir, port := t.TempDir(), freePort(t)
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("nsca-%d.stderr", port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cfg := lcCfg(commandFile(t, dir), Config{"nsca_workers": "1"})
+	d := launchDaemon(t, cfg, daemonOpts{dir: dir, port: port, env: []string{fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino)}})
+	kids, ok := waitChildren(d.Pid(), 1, 10*time.Second)
+	if !ok {
+		d.p.terminate(5 * time.Second)
+		t.Fatalf("no worker: %v", kids)
+	}
+	killAtEnd(t, "worker", func() []int { return kids })
+	syscall.Kill(d.Pid(), syscall.SIGKILL)
+	d.p.terminate(5 * time.Second) // reaps it
+	d.waitLog(regexp.MustCompile(`^<3>worker 0: the supervisor is gone; draining$`), 10*time.Second)
+	if left := waitGone(kids, 20*time.Second); len(left) > 0 {
+		t.Errorf("worker %v still running", left)
+	}
+	d.waitLog(regexp.MustCompile(`^<6>pipeline drained: `), 5*time.Second)
+}

@@ -159,14 +159,21 @@ func OnJournal() bool {
 	return strconv.FormatUint(st.Dev, 10) == dev && strconv.FormatUint(st.Ino, 10) == ino
 }
 
+// workerStderr is the standard error workers are started with: this
+// process's, or the journal stream itself once StderrToJournal has put a
+// pipe in its place, so that a worker's last lines reach the journal even
+// after the supervisor died.
+var workerStderr = 2
+
 // StderrToJournal rewrites what goes to standard error, which is the
 // journal, as "<level>text": the journal keeps glog's severity as the
 // message's priority and adds its own header, so glog's is dropped.
 func StderrToJournal() error {
-	journal, err := unix.Dup(2)
+	journal, err := unix.FcntlInt(2, unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
 		return err
 	}
+	workerStderr = journal
 	out := os.NewFile(uintptr(journal), "journal")
 	r, err := redirectStderr()
 	if err != nil {

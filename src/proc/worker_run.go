@@ -28,8 +28,13 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	setGCPercent(workerGCPercent)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, ParentDeathSignal)
-	if w.Syslog {
+	switch {
+	case w.Syslog:
 		if err := StderrToSyslog(cfg.LogFacility); err != nil {
+			return Fail(err)
+		}
+	case OnJournal():
+		if err := StderrToJournal(); err != nil {
 			return Fail(err)
 		}
 	}
