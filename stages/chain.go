@@ -137,7 +137,7 @@ func (r *chainRunner) finish() {
 	for i, s := range r.chain {
 		if h, ok := s.(holdingSink); ok && h.Queued() > 0 {
 			rest := h.Abandon()
-			r.log.Warningf("sink:"+s.Name(), "%d results still waiting for room in %s at exit: trying the next sink", len(rest), s.Name())
+			r.log.Warningf("sink:"+s.Name(), "%d results still waiting for room in %s as the pipeline ends (stop or reload): trying the next sink", len(rest), s.Name())
 			r.emitFrom(i+1, rest)
 		}
 	}
