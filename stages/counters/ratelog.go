@@ -134,6 +134,11 @@ func (l *RateLog) eventf(depth int, what, key, format string, args []any) {
 
 // count adds one event to the summary period; l.mu is held.
 func (l *RateLog) count(what, key, format string, now time.Time) *eventSummary {
+	if !l.pending && now.Sub(l.since) >= l.summaryIn {
+		// A period in which nothing was suppressed ends unreported: every
+		// line of it was logged.
+		clear(l.summary)
+	}
 	if len(l.summary) == 0 {
 		l.since = now
 	}

@@ -106,3 +106,19 @@ func TestRateLogBounded(t *testing.T) {
 		t.Errorf("summary %q", line)
 	}
 }
+
+// A period in which nothing was suppressed is not carried into the next
+// one's summary.
+func TestRateLogQuietPeriodForgotten(t *testing.T) {
+	l, c := testRateLog(50 * time.Millisecond)
+	l.Eventf("failed decryption", "10.0.0.1", "old %d", 1)
+	time.Sleep(80 * time.Millisecond)
+	for i := range 30 {
+		l.Eventf("failed decryption", fmt.Sprintf("10.0.1.%d", i), "new %d", i)
+	}
+	l.Flush()
+	lines := c.all()
+	if last := lines[len(lines)-1]; !strings.Contains(last, ": 30 connections from 30 clients failed decryption") {
+		t.Errorf("summary %q, want only the 30 events of its own period", last)
+	}
+}
