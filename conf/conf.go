@@ -353,6 +353,19 @@ func (c *Config) Dump() []string {
 	return out
 }
 
+// Changed lists, in table order, the options whose effective value in c
+// differs from that in old, for the reload's log line: names only, so a
+// changed password is reported without showing it.
+func (c *Config) Changed(old *Config) []string {
+	var out []string
+	for _, o := range options {
+		if o.kind.text(c) != o.kind.text(old) {
+			out = append(out, o.name)
+		}
+	}
+	return out
+}
+
 // CPUShare is one process's share of the CPUs: all of them when the main
 // process serves, else the number of CPUs divided by nsca_workers, at least
 // one.

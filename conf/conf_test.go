@@ -890,3 +890,24 @@ func TestCPUShare(t *testing.T) {
 		}
 	}
 }
+
+// Changed names, in table order, each option whose effective value
+// differs, secrets included (by name only), and nothing for the same file.
+func TestChanged(t *testing.T) {
+	parse := func(text string) *Config {
+		t.Helper()
+		c, err := Parse("nsca.cfg", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	old := parse("server_port=5667\npassword=a\nconnection_timeout=10\n")
+	if got := parse("server_port=5667\npassword=a\nconnection_timeout=10\n").Changed(old); len(got) != 0 {
+		t.Errorf("same file: changed %v", got)
+	}
+	got := parse("server_port=5667\npassword=b\nconnection_timeout=20\ndebug=0\n").Changed(old)
+	if want := []string{"password", "connection_timeout"}; !slices.Equal(got, want) {
+		t.Errorf("changed %v, want %v (debug=0 is the default)", got, want)
+	}
+}

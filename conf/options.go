@@ -176,8 +176,8 @@ var options = []option{
 			"substitute form and counted (nsca_dialect_lossy_total)."},
 	{name: "metrics_address", origin: originNew,
 		kind: text(func(c *Config) *string { return &c.MetricsAddress }, validHostPort),
-		doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers). " +
-			"Empty: off."},
+		doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers), " +
+			"liveness at /healthz and readiness at /readyz. Empty: off."},
 
 	{name: "stats_interval", def: "5", origin: originNew,
 		kind: integer(func(c *Config) *int { return &c.StatsInterval }, 0, 86400, " seconds"),

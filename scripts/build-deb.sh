@@ -94,6 +94,9 @@ install -m 0644 "$root/conf/nsca.cfg" "$pkg/etc/nsca.cfg"
 install -m 0644 "$root/conf/nsca.cfg" "$pkg/usr/share/doc/nsca-fast/examples/nsca.cfg"
 # Rotation of the dump file, a conffile too.
 install -m 0644 "$root/conf/debian/nsca-fast.logrotate" "$pkg/etc/logrotate.d/nsca-fast"
+# The Grafana dashboard and Prometheus alert rules for metrics_address.
+install -m 0644 "$root/conf/grafana/nsca_fast.json" "$pkg/usr/share/doc/nsca-fast/examples/grafana-nsca_fast.json"
+install -m 0644 "$root/conf/prometheus/nsca_fast.rules.yml" "$pkg/usr/share/doc/nsca-fast/examples/nsca_fast.rules.yml"
 
 gzip -9n <"$root/conf/nsca.8" >"$pkg/usr/share/man/man8/nsca.8.gz"
 chmod 0644 "$pkg/usr/share/man/man8/nsca.8.gz"

@@ -82,7 +82,9 @@ func parseFlags(args []string) (*options, *flag.FlagSet, error) {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	code := run(os.Args[1:])
+	proc.DrainLog()
+	os.Exit(code)
 }
 
 func run(args []string) int {
@@ -164,6 +166,7 @@ func run(args []string) int {
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
 		CgoGoroutines: stages.CgoGoroutines,
 		Reopen:        sink.Reopen,
+		Version:       Version,
 	}
 	switch {
 	case worker != nil:
@@ -175,6 +178,10 @@ func run(args []string) int {
 	}
 	if proc.Detached() {
 		if err := proc.StderrToSyslog(cfg.LogFacility); err != nil {
+			return proc.Fail(err)
+		}
+	} else if proc.OnJournal() {
+		if err := proc.StderrToJournal(); err != nil {
 			return proc.Fail(err)
 		}
 	}

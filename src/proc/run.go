@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/golang/glog"
@@ -47,6 +48,14 @@ type App struct {
 	// Reopen makes the sinks of this process open the files they append
 	// to anew, on SIGUSR1 (nil: nothing to do).
 	Reopen func()
+	// Version is the daemon's version, for nsca_build_info.
+	Version string
+
+	reloads counters.Reloads
+	serving atomic.Bool // for /readyz: started and not stopping
+	// running is the configuration that serves; next, one a reload under
+	// way read. Only the goroutine that handles signals uses them.
+	running, next *conf.Config
 }
 
 // GC targets, as GOGC percentages: how far a process's heap may grow past
@@ -128,19 +137,44 @@ func acquirePidFile(cfg *conf.Config) (*PidFile, error) {
 	return AcquirePidFile(cfg.PidFile)
 }
 
-// serveMetrics serves Prometheus metrics on metrics_address, if set.
-func serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot) {
+// serveMetrics serves Prometheus metrics at /metrics, liveness at
+// /healthz and readiness at /readyz on metrics_address, if set. workers
+// lists the worker processes whose process metrics add to this one's (nil:
+// none).
+func (a *App) serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot, workers func() []int) {
+	a.reloads.Started(processStart)
 	if cfg.MetricsAddress == "" {
 		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", counters.MetricsHandler(snapshot, cfg.Method().Name))
+	mux.Handle("/metrics", counters.MetricsHandler(counters.Source{
+		Snapshot: snapshot,
+		Method:   cfg.Method().Name,
+		Build:    buildInfo(a.Version),
+		Process:  func() counters.ProcessStats { return processStats(workers) },
+		Reloads:  &a.reloads,
+	}))
+	mux.Handle("/healthz", counters.HealthHandler())
+	mux.Handle("/readyz", counters.ReadyHandler(a.serving.Load, snapshot))
 	go func() {
 		glog.Infof("metrics on http://%s/metrics", cfg.MetricsAddress)
 		if err := http.ListenAndServe(cfg.MetricsAddress, mux); err != nil {
 			glog.Errorf("metrics_address: %v", err)
 		}
 	}()
+}
+
+// buildInfo is nsca_build_info's labels for this binary.
+func buildInfo(version string) counters.BuildInfo {
+	b := counters.BuildInfo{Version: version, GoVersion: runtime.Version()}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				b.Revision = s.Value
+			}
+		}
+	}
+	return b
 }
 
 // listeners returns systemd's sockets (activated is then true), or n new

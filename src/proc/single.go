@@ -43,12 +43,14 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 		return Fail(err)
 	}
 	s := &single{app: a, listeners: lfds}
-	serveMetrics(cfg, s.totals.Sum)
+	a.serveMetrics(cfg, s.totals.Sum, nil)
+	a.running = cfg
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(s.totals.Sum, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
 	s.start(srv)
 	glog.Infof("%s", a.Describe(cfg))
 	ReportStarted(nil)
+	a.serving.Store(true)
 	Notify("READY=1")
 	s.serve(sigs)
 	close(stopStats)
@@ -88,15 +90,16 @@ func (s *single) serve(sigs chan os.Signal) {
 		switch {
 		case sig == syscall.SIGHUP && !stopping:
 			Notify(Reloading())
-			if err := s.reload(); err != nil {
+			err := s.reload()
+			if err != nil {
 				glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
-			} else {
-				glog.Infof("SIGHUP: configuration reloaded; the previous server drains its connections")
 			}
+			s.app.reloaded(err, "the previous pipeline finishes its connections")
 			Notify("READY=1")
 		case sig == syscall.SIGHUP:
 		case !stopping:
 			stopping = true
+			s.app.serving.Store(false)
 			Notify("STOPPING=1")
 			glog.Infof("%v: stopping: no new connections, draining the pipeline", sig)
 			s.current.Shutdown()
@@ -119,6 +122,7 @@ func (s *single) reload() error {
 	if err != nil {
 		return err
 	}
+	s.app.loaded(cfg)
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
@@ -135,6 +139,9 @@ func (s *single) reload() error {
 	s.app.setProcs(cfg)
 	prev := s.current
 	s.start(next)
+	if r, ok := prev.(interface{ Replaced() }); ok {
+		r.Replaced() // its last lines say it was replaced, not stopped
+	}
 	prev.Shutdown()
 	return nil
 }

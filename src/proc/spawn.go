@@ -113,7 +113,7 @@ func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 	}
 	defer unix.Close(p[1])
 	role := strconv.Itoa(slot) + ":" + strconv.Itoa(gen)
-	files := []uintptr{uintptr(null), 1, 2, uintptr(listener), uintptr(p[1])}
+	files := []uintptr{uintptr(null), 1, uintptr(workerStderr), uintptr(listener), uintptr(p[1])}
 	// Without a board (no memfd_create, say, under a seccomp filter) the
 	// worker still serves and reports through its status pipe.
 	b, boardFD, err := board.Create("nsca-worker-" + strconv.Itoa(slot))

@@ -40,6 +40,11 @@ type Supervisor struct {
 	// nsca_workers, one socket per worker; nil (socket activation) keeps
 	// Listeners as they are, the slots sharing them.
 	Sockets Sockets
+	// OnReload, if set, is told how each of Serve's reloads ended (nil:
+	// the new workers serve); OnStop, if set, is called when Serve starts
+	// stopping.
+	OnReload func(err error)
+	OnStop   func()
 
 	mu       sync.Mutex
 	gen      int
