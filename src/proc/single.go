@@ -43,6 +43,12 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 		return Fail(err)
 	}
 	s := &single{app: a, listeners: lfds}
+	stats, err := startStatsFile(cfg, 0, s.totals.Sum)
+	if err != nil {
+		srv.Abort()
+		return Fail(err)
+	}
+	defer stats.Stop()
 	serveMetrics(cfg, s.totals.Sum)
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(s.totals.Sum, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
