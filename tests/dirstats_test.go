@@ -189,7 +189,8 @@ func TestCppSampleDirStats(t *testing.T) {
 
 // TestDirStatsSingleProcess: with nsca_workers=0 the one process keeps
 // nsca-stats-0.txt (the C++ daemon's name for its only worker), through a
-// reload, and a directory the daemon cannot use refuses the start.
+// reload, moves it when a reload names another directory, and a directory
+// the daemon cannot use refuses the start.
 func TestDirStatsSingleProcess(t *testing.T) {
 	dir := t.TempDir()
 	stats := filepath.Join(dir, "stats")
@@ -220,9 +221,24 @@ func TestDirStatsSingleProcess(t *testing.T) {
 		m, err := readStats(t, path)
 		t.Errorf("after 2 results across a reload: %v (%v)", m, err)
 	}
+	// A reload naming another directory moves the file there.
+	moved := filepath.Join(dir, "moved")
+	if err := os.Mkdir(moved, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.rewriteConfig(Config{"command_file": cmd, "append_to_file": "1", "dir_stats": moved, "nsca_workers": "0"})
+	d.Signal(syscall.SIGHUP)
+	movedPath := filepath.Join(moved, "nsca-stats-0.txt")
+	if !waitFor(startTimeout, func() bool {
+		_, errOld := os.Stat(path)
+		m, err := readStats(t, movedPath)
+		return os.IsNotExist(errOld) && err == nil && m["report_success"] == 2
+	}) {
+		t.Errorf("after a reload to dir_stats=%s: %s still there or %s missing", moved, path, movedPath)
+	}
 	d.Stop()
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Errorf("%s is still there after the daemon stopped: %v", path, err)
+	if _, err := os.Stat(movedPath); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after the daemon stopped: %v", movedPath, err)
 	}
 
 	for _, c := range []struct{ value, reason string }{

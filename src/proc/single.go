@@ -43,12 +43,12 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 		return Fail(err)
 	}
 	s := &single{app: a, listeners: lfds}
-	stats, err := startStatsFile(cfg, 0, s.totals.Sum)
-	if err != nil {
+	if s.stats, err = startStatsFile(cfg, 0, s.totals.Sum); err != nil {
 		srv.Abort()
 		return Fail(err)
 	}
-	defer stats.Stop()
+	s.statsDir = cfg.DirStats
+	defer func() { s.stats.Stop() }()
 	serveMetrics(cfg, s.totals.Sum)
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(s.totals.Sum, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
@@ -71,6 +71,8 @@ type single struct {
 	current   Server
 	running   sync.WaitGroup
 	totals    counters.Totals
+	stats     *counters.StatsFile // dir_stats's file, nil without one
+	statsDir  string
 }
 
 func (s *single) start(srv Server) {
@@ -128,9 +130,24 @@ func (s *single) reload() error {
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
+	// A dir_stats the new configuration names must take the file before
+	// the reload counts as done; the counters carry on in it.
+	stats := s.stats
+	if cfg.DirStats != s.statsDir {
+		if stats, err = startStatsFile(cfg, 0, s.totals.Sum); err != nil {
+			return err
+		}
+	}
 	next, err := s.app.New(cfg, s.listeners)
 	if err != nil {
+		if stats != s.stats {
+			stats.Stop()
+		}
 		return err
+	}
+	if stats != s.stats {
+		s.stats.Stop()
+		s.stats, s.statsDir = stats, cfg.DirStats
 	}
 	s.app.setProcs(cfg)
 	prev := s.current
