@@ -80,13 +80,13 @@ type Config struct {
 
 	// Options of the C++ nsca_fast this project replaces.
 
-	DecryptionMode          int  // decryption_mode: 0 instance per connection, 1 per goroutine
-	Workers                 int  // nsca_workers
-	ThreadsPerWorker        int  // nsca_threads_per_worker; 0 = CPUShare
-	MaxChecksPerConnection  int  // max_checks_per_connection; 0 = unlimited
-	MaxPacketAgeEnabled     bool // max_packet_age_enabled
-	CheckResultPathMaxFiles int  // check_result_path_max_files; 0 = no cap
-	DirStats                bool // dir_stats, accepted and ignored
+	DecryptionMode          int    // decryption_mode: 0 instance per connection, 1 per goroutine
+	Workers                 int    // nsca_workers
+	ThreadsPerWorker        int    // nsca_threads_per_worker; 0 = CPUShare
+	MaxChecksPerConnection  int    // max_checks_per_connection; 0 = unlimited
+	MaxPacketAgeEnabled     bool   // max_packet_age_enabled
+	CheckResultPathMaxFiles int    // check_result_path_max_files; 0 = no cap
+	DirStats                string // dir_stats; "" = no statistics files
 
 	// Decryption options new in this project.
 
@@ -298,9 +298,12 @@ func (c *Config) checkPaths() error {
 			return c.PathError("command_file", errIsDir)
 		}
 	}
-	if c.CheckResultPath != "" {
-		if err := usableDir(c.CheckResultPath); err != nil {
-			return c.PathError("check_result_path", err)
+	for _, dir := range []struct{ name, path string }{{"check_result_path", c.CheckResultPath}, {"dir_stats", c.DirStats}} {
+		if dir.path == "" {
+			continue
+		}
+		if err := usableDir(dir.path); err != nil {
+			return c.PathError(dir.name, err)
 		}
 	}
 	return nil

@@ -172,7 +172,8 @@ func TestOptionValues(t *testing.T) {
 		"max_packet_age_enabled": boolCases,
 		"check_result_path_max_files": {ok("0", "0"), ok("100000", "100000"), bad("-1", "cannot be negative"),
 			bad("1k", notInt)},
-		"dir_stats": boolCases,
+		"dir_stats": {ok("/var/lib/munin-stats", "/var/lib/munin-stats"), ok("0", `""`),
+			bad("1", "dir_stats=1 is not an absolute path"), bad("tmp", "is not an absolute path")},
 		"stats_interval": {ok("0", "0"), ok("86400", "86400"), bad("86401", "stats_interval=86401 cannot be greater than 86400"),
 			bad("-1", "stats_interval=-1 cannot be negative")},
 		"connection_timeout": {ok("1", "1"), ok("3600", "3600"), bad("0", "connection_timeout=0 must be at least 1:"),
@@ -305,7 +306,7 @@ nsca_threads_per_worker=4
 max_checks_per_connection=5
 max_packet_age_enabled=1
 check_result_path_max_files=6
-dir_stats=1
+dir_stats=/stats
 connection_timeout=7
 max_connections=8
 reader_threads=9
@@ -351,7 +352,7 @@ queue_fsync=always
 		Chroot: "/ch", Debug: true, CommandFile: "/cmd", AlternateDumpFile: "/dump", AggregateWrites: true,
 		AppendToFile: true, MaxPacketAge: 60, Password: "pw", DecryptionMethod: 14, LogFacility: "local3",
 		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, ThreadsPerWorker: 4,
-		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: true,
+		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: "/stats",
 		DecryptionEngine: "native", PayloadLengths: []int{1024, 8192},
 		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",
 		SpoolFileMode: 0o640, CommandFileDialect: dialect.Icinga2, MetricsAddress: "127.0.0.1:9667", StatsInterval: 17,
@@ -909,5 +910,48 @@ func TestChanged(t *testing.T) {
 	got := parse("server_port=5667\npassword=b\nconnection_timeout=20\ndebug=0\n").Changed(old)
 	if want := []string{"password", "connection_timeout"}; !slices.Equal(got, want) {
 		t.Errorf("changed %v, want %v (debug=0 is the default)", got, want)
+	}
+}
+
+// TestCppSample loads the C++ nsca_fast's sample nsca.cfg as it ships
+// (testdata/nsca_fast_cpp.cfg, its keys and values unchanged), with its two
+// commented-out options enabled too, and checks that every key means what
+// it means there.
+func TestCppSample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "nsca_fast_cpp.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.NewReplacer("#command_file=", "command_file=",
+		"#check_result_path_max_files=", "check_result_path_max_files=").Replace(string(data))
+	c, err := Parse("nsca_fast_cpp.cfg", []byte(text))
+	if err != nil {
+		t.Fatalf("the C++ nsca_fast's sample is refused: %v", err)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings: %q", c.Warnings)
+	}
+	want := map[string]any{
+		"CheckResultPath": "/usr/local/nagios/var/checkresults", "PidFile": "/var/run/nagios/nsca.pid",
+		"ServerPort": 5667, "ServerAddress": "0.0.0.0", "User": "nagios", "Group": "nogroup", "Debug": false,
+		"CommandFile": "/usr/local/nagios/var/rw/nagios.cmd", "MaxPacketAge": 200, "Password": "password",
+		"DecryptionMethod": 3, "DecryptionMode": 1, "Workers": 4, "ThreadsPerWorker": 4,
+		"MaxChecksPerConnection": 1000, "MaxPacketAgeEnabled": false, "DirStats": "/tmp",
+		"CheckResultPathMaxFiles": 1000000,
+	}
+	v := reflect.ValueOf(c).Elem()
+	for f, w := range want {
+		if got := v.FieldByName(f).Interface(); got != w {
+			t.Errorf("%s = %v, want %v", f, got, w)
+		}
+	}
+	// Every key of the file is one of the fields above.
+	for name := range c.Lines {
+		if byName[name] == nil {
+			t.Errorf("key %s is not an option", name)
+		}
+	}
+	if len(c.Lines) != len(want) {
+		t.Errorf("the sample sets %d options, the test checks %d: %v", len(c.Lines), len(want), c.Lines)
 	}
 }

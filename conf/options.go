@@ -133,9 +133,13 @@ var options = []option{
 		kind: integer(func(c *Config) *int { return &c.CheckResultPathMaxFiles }, 0, noLimit, ""),
 		doc: "Most unprocessed result files in check_result_path; beyond it results wait in a bounded queue. " +
 			"0: no cap."},
-	{name: "dir_stats", def: "0", origin: originNscaFast,
-		kind: boolean(func(c *Config) *bool { return &c.DirStats }),
-		doc:  "Accepted so nsca_fast's sample file loads; has no effect."},
+	{name: "dir_stats", origin: originNscaFast,
+		kind: field[string]{ptr: func(c *Config) *string { return &c.DirStats },
+			parse: parseStatsDir, valid: validStatsDir, format: func(s string) string { return s }},
+		doc: "Directory in which each worker (the main process with nsca_workers=0, as slot 0) keeps " +
+			"nsca-stats-<slot>.txt, the C++ nsca_fast's statistics file for Munin, rewritten every 5 seconds " +
+			"and removed at exit; it must exist and be writable by nsca_user (under nsca_chroot, inside it). " +
+			"Empty or 0: no statistics files (the C++ daemon's default is /tmp)."},
 
 	// New in this project.
 	{name: "connection_timeout", def: "10", origin: originNew,
@@ -639,6 +643,27 @@ func fallbackDoc(prefix string) string {
 	return "Where results go that the " + prefix + " sink could not deliver (after its retries, or when its " +
 		"queue is full): spool (check_result_path), dump (alternate_dump_file) or none (counted and logged " +
 		"as dropped). Empty: spool if check_result_path is set, else dump if alternate_dump_file is set, else none."
+}
+
+// parseStatsDir reads dir_stats. 0 is off: it is what this option held
+// when it was an ignored flag, so files written then keep loading.
+func parseStatsDir(s string) (string, error) {
+	if s == "0" {
+		return "", nil
+	}
+	return s, nil
+}
+
+// validStatsDir wants an absolute directory, so that a value meant as a
+// flag (1) is refused instead of naming a directory.
+func validStatsDir(s string) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return errors.New("contains a NUL byte")
+	case s != "" && !strings.HasPrefix(s, "/"):
+		return errors.New("is not an absolute path: name the directory of the statistics files, or write 0 for none")
+	}
+	return nil
 }
 
 // validFsync checks queue_fsync: the policies of package queue.

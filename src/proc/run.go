@@ -137,6 +137,17 @@ func acquirePidFile(cfg *conf.Config) (*PidFile, error) {
 	return AcquirePidFile(cfg.PidFile)
 }
 
+// startStatsFile keeps slot's dir_stats file, if set, once privileges are
+// dropped: the file belongs to nsca_user, and a directory that user cannot
+// write refuses the start, naming the option.
+func startStatsFile(cfg *conf.Config, slot int, snapshot func() counters.Snapshot) (*counters.StatsFile, error) {
+	f, err := counters.StartStatsFile(cfg.DirStats, slot, snapshot)
+	if err != nil {
+		return nil, cfg.PathError("dir_stats", err)
+	}
+	return f, nil
+}
+
 // serveMetrics serves Prometheus metrics at /metrics, liveness at
 // /healthz and readiness at /readyz on metrics_address, if set. workers
 // lists the worker processes whose process metrics add to this one's (nil:

@@ -43,6 +43,12 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 		return Fail(err)
 	}
 	s := &single{app: a, listeners: lfds}
+	if s.stats, err = startStatsFile(cfg, 0, s.totals.Sum); err != nil {
+		srv.Abort()
+		return Fail(err)
+	}
+	s.statsDir = cfg.DirStats
+	defer func() { s.stats.Stop() }()
 	a.serveMetrics(cfg, s.totals.Sum, nil)
 	a.running = cfg
 	stopStats := make(chan struct{})
@@ -67,6 +73,8 @@ type single struct {
 	current   Server
 	running   sync.WaitGroup
 	totals    counters.Totals
+	stats     *counters.StatsFile // dir_stats's file, nil without one
+	statsDir  string
 }
 
 func (s *single) start(srv Server) {
@@ -132,9 +140,24 @@ func (s *single) reload() error {
 		// cannot share the port.
 		glog.Warningf("SIGHUP: nsca_workers=%d takes effect at the next restart: a daemon started with nsca_workers=0 goes on serving in one process", cfg.Workers)
 	}
+	// A dir_stats the new configuration names must take the file before
+	// the reload counts as done; the counters carry on in it.
+	stats := s.stats
+	if cfg.DirStats != s.statsDir {
+		if stats, err = startStatsFile(cfg, 0, s.totals.Sum); err != nil {
+			return err
+		}
+	}
 	next, err := s.app.New(cfg, s.listeners)
 	if err != nil {
+		if stats != s.stats {
+			stats.Stop()
+		}
 		return err
+	}
+	if stats != s.stats {
+		s.stats.Stop()
+		s.stats, s.statsDir = stats, cfg.DirStats
 	}
 	s.app.setProcs(cfg)
 	prev := s.current

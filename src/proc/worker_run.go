@@ -46,6 +46,12 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	if err != nil {
 		return Fail(err)
 	}
+	stats, err := startStatsFile(cfg, w.Slot, srv.Snapshot)
+	if err != nil {
+		srv.Abort()
+		return Fail(err)
+	}
+	defer stats.Stop()
 	orphaned := make(chan os.Signal, 1)
 	OrphanWatch(func() { orphaned <- ParentDeathSignal })
 	go workerSignals(w.Slot, srv, sigs, orphaned)
