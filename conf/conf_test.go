@@ -571,7 +571,6 @@ func TestValidate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(spool, "file"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	readOnly := readOnlyDir(t)
 	cases := []struct {
 		name     string
 		file     string
@@ -582,15 +581,6 @@ func TestValidate(t *testing.T) {
 		{name: "command file", file: "command_file=/c"},
 		{name: "spool only", file: "check_result_path=/s\ncheck_result_path_max_files=10"},
 		{name: "both sinks", file: "command_file=/c\ncheck_result_path=/s"},
-		{name: "command_file a directory", file: "check_result_path=/s\ncommand_file=/s", sentinel: ErrBadValue,
-			msg: "conf: v.cfg:2: command_file=" + spool + ": is a directory"},
-		{name: "check_result_path missing", file: "command_file=/c\ncheck_result_path=/s/missing", sentinel: ErrBadValue,
-			msg: "conf: v.cfg:2: check_result_path=" + spool + "/missing: stat " + spool + "/missing: no such file"},
-		{name: "check_result_path a file", file: "command_file=/c\ncheck_result_path=/s/file", sentinel: ErrBadValue,
-			msg: "conf: v.cfg:2: check_result_path=" + spool + "/file: is not a directory"},
-		{name: "check_result_path read-only", file: "command_file=/c\ncheck_result_path=" + readOnly, sentinel: ErrBadValue,
-			msg: "conf: v.cfg:2: check_result_path=" + readOnly + ": cannot create files in it"},
-		{name: "paths inside nsca_chroot", file: "nsca_chroot=/x\ncommand_file=/s\ncheck_result_path=/s/missing"},
 		{name: "age enabled", file: "command_file=/c\nmax_packet_age_enabled=1\nmax_packet_age=5"},
 		{name: "no sink", file: "debug=1", sentinel: ErrConflict,
 			msg: "conf: v.cfg: no sink: set command_file, check_result_path, icinga2_api_url or gearman_server: conflicting options"},
@@ -632,9 +622,6 @@ func TestValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if strings.HasSuffix(c.file, "check_result_path=") {
-				t.Skip("no read-only directory here")
-			}
 			cfg, err := Parse("v.cfg", []byte(strings.ReplaceAll(c.file, "=/s", "="+spool)))
 			if err != nil {
 				t.Fatal(err)

@@ -116,11 +116,17 @@ func run(args []string) int {
 	worker := proc.WorkerFromEnv()
 
 	cfg, err := loadConfig(o)
+	if err == nil && worker == nil && o.replay == "" {
+		// A worker's configuration is the one its supervisor validated.
+		err = validate(cfg, conf.Start{PidFile: !o.inetd})
+	}
+	if cfg != nil {
+		for _, w := range cfg.Warnings {
+			glog.Warning(w)
+		}
+	}
 	if err != nil {
 		return proc.Fail(err)
-	}
-	for _, w := range cfg.Warnings {
-		glog.Warning(w)
 	}
 	if (cfg.Debug || o.checkOnly) && worker == nil {
 		for _, line := range cfg.Dump() {
@@ -138,13 +144,7 @@ func run(args []string) int {
 		sink.WorkerSlot = worker.Slot // each worker has durable queues of its own
 	}
 	if o.checkOnly {
-		if err := stages.Check(cfg); err != nil {
-			return proc.Fail(err)
-		}
 		fmt.Println(stages.DescribeCipher(cfg))
-		if _, err := proc.ResolveIdentity(cfg.User, cfg.Group); err != nil {
-			return proc.Fail(err)
-		}
 		return 0
 	}
 	if o.pprofAddr != "" && worker == nil {
@@ -158,7 +158,7 @@ func run(args []string) int {
 	app := &proc.App{
 		Args:          args,
 		Load:          func() (*conf.Config, error) { return loadConfig(o) },
-		Check:         stages.Check,
+		Check:         func(cfg *conf.Config) error { return validate(cfg, conf.Start{}) },
 		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.New(cfg, lfds) },
 		ServeOne:      stages.ServeInetd,
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },

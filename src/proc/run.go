@@ -125,7 +125,11 @@ func acquirePidFile(cfg *conf.Config) (*PidFile, error) {
 	if cfg.PidFile == "" {
 		return nil, nil
 	}
-	return AcquirePidFile(cfg.PidFile)
+	p, err := AcquirePidFile(cfg.PidFile)
+	if err != nil {
+		return nil, fmt.Errorf("conf: %s: %w", cfg.Where("pid_file"), err)
+	}
+	return p, nil
 }
 
 // serveMetrics serves Prometheus metrics on metrics_address, if set.
@@ -153,9 +157,21 @@ func listeners(cfg *conf.Config, n int) (fds []int, activated bool, err error) {
 	for range max(n, 1) {
 		fd, err := Listen(cfg.ServerAddress, cfg.ServerPort, n > 0)
 		if err != nil {
-			return nil, false, err
+			return nil, false, fmt.Errorf("conf: %s: %w", cfg.Where("server_port"), err)
 		}
 		fds = append(fds, fd)
 	}
 	return fds, false, nil
+}
+
+// reloadDone ends every SIGHUP, in either run mode, with its outcome: what
+// changed (done) or why the running configuration stays (err). It is the
+// one place a reload's success or failure passes, for logs and metrics.
+func reloadDone(done string, err error) {
+	if err != nil {
+		glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+	} else {
+		glog.Infof("SIGHUP: %s", done)
+	}
+	Notify("READY=1")
 }

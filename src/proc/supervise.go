@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -98,10 +99,7 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				Notify(Reloading())
-				if err := s.reloadWith(reload); err != nil {
-					glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
-				}
-				Notify("READY=1")
+				reloadDone(s.reloadWith(reload))
 				continue
 			}
 			Notify("STOPPING=1")
@@ -112,16 +110,16 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 	}
 }
 
-func (s *Supervisor) reloadWith(reload func(running int) (int, error)) error {
+// reloadWith reloads as reload says and tells how it went (see reloadDone).
+func (s *Supervisor) reloadWith(reload func(running int) (int, error)) (string, error) {
 	n, err := reload(s.Workers)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := s.Reload(n); err != nil {
-		return err
+		return "", err
 	}
-	glog.Infof("SIGHUP: configuration reloaded; %d new workers %v serve, the previous ones drain", n, s.Pids())
-	return nil
+	return fmt.Sprintf("configuration reloaded; %d new workers %v serve, the previous ones drain", n, s.Pids()), nil
 }
 
 // drain stops every worker; a second signal while they drain makes them
