@@ -278,7 +278,7 @@ func newIcinga(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog) (
 		Stats: stats, Log: log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("conf: %s: %w", cfg.Where("icinga2_api_url"), err)
+		return nil, cfg.PathError("icinga2_api_url", err)
 	}
 	return s, nil
 }
@@ -300,7 +300,7 @@ func newGearman(cfg *conf.Config) (Sink, error) {
 	}
 	s, err := NewGearman(gc)
 	if err != nil {
-		return nil, fmt.Errorf("conf: %s: %w", cfg.Where("gearman_server"), err)
+		return nil, cfg.PathError("gearman_server", err)
 	}
 	return s, nil
 }
@@ -316,7 +316,7 @@ func Check(cfg *conf.Config) error {
 		}
 		s, err := r.open()
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
+			return err // a conf error, with the file and line
 		}
 		s.Close()
 	}
