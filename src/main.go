@@ -157,10 +157,11 @@ func loadConfig(o *options) (*conf.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// replay runs --replay PATH: 0 when every result reached every remote
+// replay runs --replay PATH: 0 when every result reached every
 // destination, 1 otherwise.
 func replay(cfg *conf.Config, path string) int {
-	rep, err := sink.Replay(cfg, path, sink.ReplayPatience)
+	rep, err := sink.Replay(cfg, path, sink.ReplayOptions{Patience: sink.ReplayPatience,
+		Progress: func(p sink.ReplayProgress) { fmt.Printf("nsca: replay %s: %s\n", path, p) }})
 	fmt.Printf("nsca: replay %s: %s\n", path, rep)
 	for _, s := range rep.Skipped {
 		fmt.Printf("nsca: replay: skipped %s\n", s)
