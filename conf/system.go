@@ -19,6 +19,7 @@ var (
 	errNotFile      = errors.New("is a directory, not a file")
 	errChrootNeeds  = errors.New("entering a chroot needs root: start the daemon as root or remove nsca_chroot")
 	errUnresolvable = errors.New("does not resolve to an address")
+	errNotLocal     = errors.New("is not an address of this machine")
 )
 
 // addressTimeout bounds the look-up of server_address.
@@ -63,18 +64,34 @@ func (c *Config) CheckSystem(s Start) error {
 		}
 	}
 	if c.ServerAddress != "" && os.Getenv("LISTEN_FDS") == "" {
-		ctx, cancel := context.WithTimeout(context.Background(), addressTimeout)
-		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", c.ServerAddress)
-		cancel()
-		if err != nil || len(addrs) == 0 {
-			return c.PathError("server_address", fmt.Errorf("%w (%v): write an address of this machine, "+
-				"a name in /etc/hosts, or leave it empty for every address", errUnresolvable, err))
+		if err := checkAddress(c.ServerAddress); err != nil {
+			return c.PathError("server_address", fmt.Errorf("%w: write an address of this machine, "+
+				"a name in /etc/hosts, or leave it empty for every address", err))
 		}
 	}
 	if err := c.checkPaths(a); err != nil {
 		return err
 	}
 	c.warnReload(a)
+	return nil
+}
+
+// checkAddress says why the daemon cannot listen on address: it does not
+// resolve, or the address it resolves to (the first, as the daemon takes)
+// is not one of this machine's.
+func checkAddress(address string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), addressTimeout)
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", address)
+	cancel()
+	if err != nil || len(addrs) == 0 {
+		return fmt.Errorf("%w (%v)", errUnresolvable, err)
+	}
+	ip := addrs[0].Unmap()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		return fmt.Errorf("%s %w (%v)", ip, errNotLocal, err)
+	}
+	ln.Close()
 	return nil
 }
 
@@ -87,8 +104,15 @@ func (c *Config) CheckSystem(s Start) error {
 // certificate files that cannot be read.
 func (c *Config) checkPaths(a Account) error {
 	if c.CommandFile != "" {
-		if st, err := os.Stat(c.inRoot(c.CommandFile)); err == nil && st.IsDir() {
+		st, err := os.Stat(c.inRoot(c.CommandFile))
+		if err == nil && st.IsDir() {
 			return c.PathError("command_file", errIsDir)
+		}
+		if err == nil {
+			if err := access(c.inRoot(c.CommandFile), a, unix.W_OK); err != nil {
+				c.warnf(c.Lines["command_file"], "command_file=%s cannot be written by the daemon's user (%v): "+
+					"results will go to the fallbacks, or be dropped, until it can", show(c.CommandFile), err)
+			}
 		}
 	}
 	if c.CheckResultPath != "" {

@@ -57,6 +57,9 @@ func TestCheckSystem(t *testing.T) {
 		{name: "pid_file directory missing", file: "command_file=/c\npid_file=/d/run/nsca.pid",
 			msg: "conf: v.cfg:2: pid_file=" + dir + "/run/nsca.pid: its directory " + dir + "/run: no such file or directory: create it"},
 		{name: "pid_file a directory", file: "command_file=/c\npid_file=/d", msg: "conf: v.cfg:2: pid_file=" + dir + ": is a directory"},
+		{name: "server_address not this machine's", file: "command_file=/c\nserver_address=192.0.2.1",
+			msg: "conf: v.cfg:2: server_address=192.0.2.1: 192.0.2.1 is not an address of this machine"},
+		{name: "server_address loopback", file: "command_file=/c\nserver_address=localhost"},
 		{name: "server_address unresolvable", file: "command_file=/c\nserver_address=no-such-host.invalid",
 			msg: "conf: v.cfg:2: server_address=no-such-host.invalid: does not resolve to an address"},
 	}
@@ -137,4 +140,33 @@ func openDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestWarnCommandFile: an existing command file that nsca_user cannot write
+// is a warning (results would go to the fallbacks), not a refusal: the core
+// may fix its mode when it starts.
+func TestWarnCommandFile(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to check as nobody")
+	}
+	dir := openDir(t)
+	cmd := filepath.Join(dir, "nsca.cmd")
+	for _, mode := range []os.FileMode{0o600, 0o666} {
+		if err := os.WriteFile(cmd, nil, mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(cmd, mode)
+		cfg, err := Parse("w.cfg", []byte("nsca_user=nobody\nnsca_workers=1\ncommand_file="+cmd+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.CheckSystem(Start{}); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(cfg.Warnings, "\n")
+		want := "conf: w.cfg:3: command_file=" + cmd + " cannot be written by the daemon's user"
+		if mode == 0o600 && !strings.Contains(got, want) || mode == 0o666 && got != "" {
+			t.Errorf("mode %04o: warnings %q", mode, got)
+		}
+	}
 }

@@ -80,6 +80,7 @@ func validationCases() []validationCase {
 			return []string{"nsca_workers=2", "pid_file=" + d + "/run/nsca.pid"}
 		}, bad: 2},
 		{name: "pid_file a directory", lines: in("pid_file=%s"), bad: 1},
+		{name: "server_address not this machine's", lines: one("server_address=192.0.2.1"), bad: 1},
 		{name: "server_address unresolvable", lines: one("server_address=nsca-no-such-host.invalid"), bad: 1},
 		{name: "command_file a directory", lines: in("command_file=%s"), bad: 1},
 		{name: "check_result_path missing", lines: in("check_result_path=%s/no-spool"), bad: 1},
