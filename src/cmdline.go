@@ -99,14 +99,7 @@ func usage(w io.Writer) {
 // -log_dir ...) stay accepted beside the daemon's own.
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
-	fs := flag.NewFlagSet("nsca", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // the error is printed once, by the caller
-	for _, f := range flagSpecs {
-		for _, n := range f.names {
-			f.bind(o, fs, n)
-		}
-	}
-	flag.CommandLine.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	fs := newFlagSet(o)
 	if err := fs.Parse(splitShort(fs, args)); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -120,6 +113,19 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("%w: -t %d: threads must be between 0 and 1000", errUsage, o.threads)
 	}
 	return o, nil
+}
+
+// newFlagSet is the daemon's flags, bound to o, and glog's.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("nsca", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the error is printed once, by the caller
+	for _, f := range flagSpecs {
+		for _, n := range f.names {
+			f.bind(o, fs, n)
+		}
+	}
+	flag.CommandLine.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	return fs
 }
 
 // splitShort rewrites combined short flags as getopt reads them: -fd is
