@@ -33,7 +33,8 @@ type App struct {
 	// Load reads the configuration again, for a reload.
 	Load func() (*conf.Config, error)
 	// Check verifies, before a new generation of workers starts, what
-	// each would otherwise refuse at start (the cipher).
+	// each would otherwise refuse at start: the validation --check-config
+	// and every start run.
 	Check func(cfg *conf.Config) error
 	// New builds a pipeline on already listening sockets.
 	New func(cfg *conf.Config, listeners []int) (Server, error)
