@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -116,13 +118,18 @@ func (c *Config) checkPaths(a Account) error {
 		}
 	}
 	if c.CheckResultPath != "" {
-		if err := usableDir(c.inRoot(c.CheckResultPath), a); err != nil {
-			return c.PathError("check_result_path", err)
+		dir := c.inRoot(c.CheckResultPath)
+		if err := usableDir(dir, a); err != nil {
+			return c.PathError("check_result_path", withFix(err, a, dir, true))
 		}
 	}
 	if c.AlternateDumpFile != "" {
-		if err := appendable(c.inRoot(c.AlternateDumpFile), a); err != nil {
-			return c.PathError("alternate_dump_file", err)
+		path := c.inRoot(c.AlternateDumpFile)
+		if err := appendable(path, a); err != nil {
+			if _, serr := os.Stat(path); serr != nil {
+				path = filepath.Dir(path) // the directory is what to fix
+			}
+			return c.PathError("alternate_dump_file", withFix(err, a, path, true))
 		}
 	}
 	var keys []string
@@ -138,10 +145,34 @@ func (c *Config) checkPaths(a Account) error {
 			continue
 		}
 		if err := readable(c.inRoot(path), a); err != nil {
-			return c.PathError(name, err)
+			return c.PathError(name, withFix(err, a, c.inRoot(path), false))
 		}
 	}
 	return nil
+}
+
+// withFix adds to the problem err of path what the operator can do about
+// it: create what is missing, or give the daemon's user the access it needs
+// (write, else read).
+func withFix(err error, a Account, path string, write bool) error {
+	who := "the daemon's user"
+	if a.Set {
+		who = "uid " + strconv.Itoa(a.UID)
+		if a.User != "" {
+			who = a.User
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: create it or correct the path", err)
+	case errors.Is(err, unix.EROFS):
+		return fmt.Errorf("%w: the file system is mounted read-only", err)
+	case !errors.Is(err, errDenied) && !errors.Is(err, fs.ErrPermission):
+		return err
+	case write:
+		return fmt.Errorf("%w: let %s write it (chown %s %s) or choose a path it can write", err, who, who, path)
+	}
+	return fmt.Errorf("%w: let %s read it (chgrp %s %s; chmod g+r %s)", err, who, a.groupName(), path, path)
 }
 
 // inRoot is where the daemon finds path once inside nsca_chroot, whose "/"
