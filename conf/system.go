@@ -29,9 +29,9 @@ const addressTimeout = 10 * time.Second
 
 // Start says how the daemon is about to run, for CheckSystem.
 type Start struct {
-	// PidFile says whether this run mode writes pid_file (every one but
-	// inetd's).
-	PidFile bool
+	// Listen says whether this run mode binds server_address and writes
+	// pid_file: every one but inetd's, whose connection is handed over.
+	Listen bool
 }
 
 // CheckSystem refuses, with the file, the line and the fix, what the
@@ -60,12 +60,12 @@ func (c *Config) CheckSystem(s Start) error {
 			return c.PathError("nsca_chroot", errChrootNeeds)
 		}
 	}
-	if s.PidFile && c.PidFile != "" {
+	if s.Listen && c.PidFile != "" {
 		if err := checkPidFile(c.PidFile); err != nil {
 			return c.PathError("pid_file", err)
 		}
 	}
-	if c.ServerAddress != "" && os.Getenv("LISTEN_FDS") == "" {
+	if s.Listen && c.ServerAddress != "" && os.Getenv("LISTEN_FDS") == "" {
 		if err := checkAddress(c.ServerAddress); err != nil {
 			return c.PathError("server_address", fmt.Errorf("%w: write an address of this machine, "+
 				"a name in /etc/hosts, or leave it empty for every address", err))

@@ -75,7 +75,7 @@ func TestCheckSystem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = cfg.CheckSystem(Start{PidFile: true})
+			err = cfg.CheckSystem(Start{Listen: true})
 			switch {
 			case c.msg == "" && err != nil:
 				t.Errorf("CheckSystem: %v", err)

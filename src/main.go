@@ -55,7 +55,7 @@ func run(args []string) int {
 	cfg, err := loadConfig(o)
 	if err == nil && worker == nil && o.replay == "" {
 		// A worker's configuration is the one its supervisor validated.
-		err = validate(cfg, conf.Start{PidFile: !o.inetd})
+		err = validate(cfg, conf.Start{Listen: !o.inetd})
 	}
 	if cfg != nil {
 		for _, w := range cfg.Warnings {
@@ -95,7 +95,7 @@ func run(args []string) int {
 	app := &proc.App{
 		Args:          args,
 		Load:          func() (*conf.Config, error) { return loadConfig(o) },
-		Check:         func(cfg *conf.Config) error { return validate(cfg, conf.Start{}) },
+		Check:         func(cfg *conf.Config) error { return validate(cfg, conf.Start{Listen: true}) },
 		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.New(cfg, lfds) },
 		ServeOne:      stages.ServeInetd,
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
