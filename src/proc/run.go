@@ -164,15 +164,3 @@ func listeners(cfg *conf.Config, n int) (fds []int, activated bool, err error) {
 	}
 	return fds, false, nil
 }
-
-// reloadDone ends every SIGHUP, in either run mode, with its outcome: what
-// changed (done) or why the running configuration stays (err). It is the
-// one place a reload's success or failure passes, for logs and metrics.
-func reloadDone(done string, err error) {
-	if err != nil {
-		glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
-	} else {
-		glog.Infof("SIGHUP: %s", done)
-	}
-	Notify("READY=1")
-}

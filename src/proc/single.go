@@ -88,7 +88,12 @@ func (s *single) serve(sigs chan os.Signal) {
 		switch {
 		case sig == syscall.SIGHUP && !stopping:
 			Notify(Reloading())
-			reloadDone("configuration reloaded; the previous server drains its connections", s.reload())
+			if err := s.reload(); err != nil {
+				glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+			} else {
+				glog.Infof("SIGHUP: configuration reloaded; the previous server drains its connections")
+			}
+			Notify("READY=1")
 		case sig == syscall.SIGHUP:
 		case !stopping:
 			stopping = true

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -99,7 +98,10 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				Notify(Reloading())
-				reloadDone(s.reloadWith(reload))
+				if err := s.reloadWith(reload); err != nil {
+					glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+				}
+				Notify("READY=1")
 				continue
 			}
 			Notify("STOPPING=1")
@@ -110,16 +112,16 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 	}
 }
 
-// reloadWith reloads as reload says and tells how it went (see reloadDone).
-func (s *Supervisor) reloadWith(reload func(running int) (int, error)) (string, error) {
+func (s *Supervisor) reloadWith(reload func(running int) (int, error)) error {
 	n, err := reload(s.Workers)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if err := s.Reload(n); err != nil {
-		return "", err
+		return err
 	}
-	return fmt.Sprintf("configuration reloaded; %d new workers %v serve, the previous ones drain", n, s.Pids()), nil
+	glog.Infof("SIGHUP: configuration reloaded; %d new workers %v serve, the previous ones drain", n, s.Pids())
+	return nil
 }
 
 // drain stops every worker; a second signal while they drain makes them
