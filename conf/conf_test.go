@@ -185,10 +185,12 @@ func TestOptionValues(t *testing.T) {
 			bad("1000001", "cannot be greater than 1000000")},
 		"allowed_hosts": {ok("127.0.0.1", "127.0.0.1"), ok("10.0.0.0/8, ::1 ,2001:db8::/32", "10.0.0.0/8, ::1 ,2001:db8::/32"),
 			ok(" 10.0.0.1\t", `" 10.0.0.1\t"`),
-			bad("10.0.0.256", "allowed_hosts=10.0.0.256 has a bad entry 10.0.0.256"),
+			bad("10.0.0.256", "allowed_hosts=10.0.0.256 has a bad entry 10.0.0.256: 10.0.0.256 is not an IPv4 or IPv6 address (write one"),
 			bad("10.0.0.1,,10.0.0.2", `has a bad entry "": empty entry`),
 			bad("10.0.0.1,nagios.example", "has a bad entry nagios.example"),
-			bad("10.0.0.0/33", "has a bad entry 10.0.0.0/33"),
+			bad("10.0.0.0/33", "has a bad entry 10.0.0.0/33: the prefix length 33 is outside 0..32: bad value"),
+			bad("10.0.0.0/x", `has a bad entry 10.0.0.0/x: the prefix length x after "/" is not a number: bad value`),
+			bad("::1/129", "the prefix length 129 is outside 0..128"),
 			bad("fe80::1%eth0", "zoned addresses are not supported"), bad(",", "empty entry")},
 		"spool_file_mode": {ok("0600", "0600"), ok("644", "0644"), ok("0", "0000"), ok(" 0640 ", "0640"),
 			ok("0777", "0777"), bad("01777", "has bits beyond 0777"), bad("0800", "is not an octal number"),
@@ -572,7 +574,6 @@ func TestValidate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(spool, "file"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	readOnly := readOnlyDir(t)
 	cases := []struct {
 		name     string
 		file     string
@@ -583,15 +584,6 @@ func TestValidate(t *testing.T) {
 		{name: "command file", file: "command_file=/c"},
 		{name: "spool only", file: "check_result_path=/s\ncheck_result_path_max_files=10"},
 		{name: "both sinks", file: "command_file=/c\ncheck_result_path=/s"},
-		{name: "command_file a directory", file: "check_result_path=/s\ncommand_file=/s", sentinel: ErrBadValue,
-			msg: "conf: v.cfg:2: command_file=" + spool + ": is a directory"},
-		{name: "check_result_path missing", file: "command_file=/c\ncheck_result_path=/s/missing", sentinel: ErrBadValue,
-			msg: "conf: v.cfg:2: check_result_path=" + spool + "/missing: stat " + spool + "/missing: no such file"},
-		{name: "check_result_path a file", file: "command_file=/c\ncheck_result_path=/s/file", sentinel: ErrBadValue,
-			msg: "conf: v.cfg:2: check_result_path=" + spool + "/file: is not a directory"},
-		{name: "check_result_path read-only", file: "command_file=/c\ncheck_result_path=" + readOnly, sentinel: ErrBadValue,
-			msg: "conf: v.cfg:2: check_result_path=" + readOnly + ": cannot create files in it"},
-		{name: "paths inside nsca_chroot", file: "nsca_chroot=/x\ncommand_file=/s\ncheck_result_path=/s/missing"},
 		{name: "age enabled", file: "command_file=/c\nmax_packet_age_enabled=1\nmax_packet_age=5"},
 		{name: "no sink", file: "debug=1", sentinel: ErrConflict,
 			msg: "conf: v.cfg: no sink: set command_file, check_result_path, icinga2_api_url or gearman_server: conflicting options"},
@@ -633,9 +625,6 @@ func TestValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if strings.HasSuffix(c.file, "check_result_path=") {
-				t.Skip("no read-only directory here")
-			}
 			cfg, err := Parse("v.cfg", []byte(strings.ReplaceAll(c.file, "=/s", "="+spool)))
 			if err != nil {
 				t.Fatal(err)

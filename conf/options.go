@@ -608,28 +608,34 @@ func parseHosts(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// parseHost reads one entry of allowed_hosts: an address, or a network as
+// address/bits. Its messages are the operator's, not netip's.
 func parseHost(entry string) (netip.Prefix, error) {
 	if entry == "" {
 		return netip.Prefix{}, errors.New("empty entry")
 	}
-	if strings.Contains(entry, "/") {
-		p, err := netip.ParsePrefix(entry)
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		// NRPE-style lists may name a host inside the network; what is
-		// meant is the network.
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(entry)
+	addr, bits, isNet := strings.Cut(entry, "/")
+	a, err := netip.ParseAddr(addr)
 	if err != nil {
-		return netip.Prefix{}, err
+		return netip.Prefix{}, fmt.Errorf("%s is not an IPv4 or IPv6 address (write one such as 192.0.2.5, or a network such as 192.0.2.0/24)", show(addr))
 	}
 	if a.Zone() != "" {
 		return netip.Prefix{}, errors.New("zoned addresses are not supported")
 	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	if !isNet {
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	n, err := strconv.Atoi(bits)
+	switch {
+	case err != nil || strconv.Itoa(n) != bits:
+		return netip.Prefix{}, fmt.Errorf("the prefix length %s after \"/\" is not a number", show(bits))
+	case n < 0 || n > a.BitLen():
+		return netip.Prefix{}, fmt.Errorf("the prefix length %d is outside 0..%d", n, a.BitLen())
+	}
+	// NRPE-style lists may name a host inside the network; what is meant
+	// is the network.
+	return netip.PrefixFrom(a, n).Masked(), nil
 }
 
 // Values of the *_fallback options.

@@ -987,8 +987,8 @@ func debCellValue(cell string) string {
 }
 
 // TestDebManPageListsEveryOption fails when conf/nsca.8, which the package
-// installs as nsca(8), misses an option of conf.Options() or gives another
-// default. Each option is a ".TP" paragraph: ".B name", then
+// installs as nsca(8), misses an option of conf.Options(), gives another
+// default, or lists it outside CONFIGURATION. Each option is a ".TP" paragraph: ".B name", then
 // "Default: value." (or "Default: empty.") and the origin.
 func TestDebManPageListsEveryOption(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "conf", "nsca.8"))
@@ -1002,6 +1002,10 @@ func TestDebManPageListsEveryOption(t *testing.T) {
 		if i < 0 {
 			t.Errorf("conf/nsca.8: option %s has no paragraph (%q)", o.Name, strings.TrimSpace(head))
 			continue
+		}
+		if sh := page[strings.LastIndex(page[:i+1], "\n.SH ")+1:]; !strings.HasPrefix(sh, ".SH CONFIGURATION\n") {
+			section, _, _ := strings.Cut(sh, "\n")
+			t.Errorf("conf/nsca.8: option %s is under %q, want .SH CONFIGURATION", o.Name, section)
 		}
 		next, _, _ := strings.Cut(page[i+len(head):], "\n")
 		def := "empty"

@@ -34,7 +34,8 @@ type App struct {
 	// Load reads the configuration again, for a reload.
 	Load func() (*conf.Config, error)
 	// Check verifies, before a new generation of workers starts, what
-	// each would otherwise refuse at start (the cipher).
+	// each would otherwise refuse at start: the validation --check-config
+	// and every start run.
 	Check func(cfg *conf.Config) error
 	// New builds a pipeline on already listening sockets.
 	New func(cfg *conf.Config, listeners []int) (Server, error)
@@ -134,7 +135,11 @@ func acquirePidFile(cfg *conf.Config) (*PidFile, error) {
 	if cfg.PidFile == "" {
 		return nil, nil
 	}
-	return AcquirePidFile(cfg.PidFile)
+	p, err := AcquirePidFile(cfg.PidFile)
+	if err != nil {
+		return nil, fmt.Errorf("conf: %s: %w", cfg.Where("pid_file"), err)
+	}
+	return p, nil
 }
 
 // startStatsFile keeps slot's dir_stats file, if set, once privileges are
@@ -206,7 +211,7 @@ func listeners(cfg *conf.Config, n int) (fds []int, activated bool, err error) {
 	for range max(n, 1) {
 		fd, err := Listen(cfg.ServerAddress, cfg.ServerPort, n > 0)
 		if err != nil {
-			return nil, false, err
+			return nil, false, fmt.Errorf("conf: %s: %w", cfg.Where("server_port"), err)
 		}
 		fds = append(fds, fd)
 	}
