@@ -67,9 +67,8 @@ func validationCases() []validationCase {
 		{name: "gearman_fallback=spool without spool", lines: func(string) []string {
 			return []string{"gearman_server=127.0.0.1:1", "gearman_key=k", "gearman_fallback=spool"}
 		}, bad: 3},
-		{name: "native engine for blowfish", lines: func(string) []string {
-			return []string{"decryption_method=8", "decryption_engine=native"}
-		}, bad: 2},
+		{name: "decryption_method=7 (threeway, no 8-bit cfb)", lines: one("decryption_method=7"), bad: 1},
+		{name: "decryption_engine=fast", lines: one("decryption_engine=fast"), bad: 1},
 		// What the machine must provide.
 		{name: "nsca_user unknown", lines: one("nsca_user=nsca-no-such-user"), bad: 1},
 		{name: "nsca_group unknown", lines: one("nsca_group=nsca-no-such-group"), bad: 1},
