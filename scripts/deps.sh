@@ -3,11 +3,12 @@
 # what building needs (libmcrypt, cmake, a C compiler for cgo), `deps.sh
 # test` (the default) also the real programs the tests drive: send_nsca and
 # stock nsca, Nagios 4, HAProxy, Icinga 2, gearmand, Crypto++ with g++
-# for the NSClient++-compatible client, and logrotate for the rotation of
-# the dump file. Packages already present are not installed again.
+# for the NSClient++-compatible client, logrotate for the rotation of the
+# dump file, and promtool (package prometheus) to check the shipped alert
+# rules. Packages already present are not installed again.
 set -euo pipefail
 build=(libmcrypt-dev cmake make gcc)
-test=(nsca-client nsca nagios4-core haproxy icinga2 gearman-job-server gearman-tools libcrypto++-dev g++ logrotate)
+test=(nsca-client nsca nagios4-core haproxy icinga2 gearman-job-server gearman-tools libcrypto++-dev g++ logrotate prometheus)
 case "${1:-test}" in
   build) want=("${build[@]}") ;;
   test) want=("${build[@]}" "${test[@]}") ;;

@@ -168,6 +168,8 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 				return
 			}
 		case syscall.EINTR, syscall.ECONNABORTED:
+		case syscall.EINVAL: // it stopped listening: a reload retired it
+			return
 		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
 			a.log.Warningf("accept", "accept: %v; raise the open files limit or lower max_connections", aerr)
 			time.Sleep(10 * time.Millisecond)
@@ -194,7 +196,7 @@ func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
 	if reason := a.refuse(peer); reason != "" {
 		a.stats.Refused.Add(1)
-		a.log.Warningf(peer.Addr().String(), "refused connection from %s: %s", peer, reason)
+		a.log.Eventf("were refused", peer.Addr().String(), "refused connection from %s: %s", peer, reason)
 		unix.Close(fd)
 		return true
 	}

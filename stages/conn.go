@@ -83,6 +83,8 @@ type chunk struct {
 	buf  []byte // from getBuf; may be nil with eof
 	eof  bool
 	why  string // why the connection ended, for eof
+	// readAt is when buf was read (unix nanoseconds).
+	readAt int64
 }
 
 // Packet is one decrypted data packet on its way to validation, or, with
@@ -91,6 +93,8 @@ type Packet struct {
 	Conn  *Conn
 	Data  []byte // one of the accepted packet sizes, from getPacketBuf; nil with Short
 	Short *ShortPacket
+	// ReadAt is when its last byte was read (unix nanoseconds).
+	ReadAt int64
 }
 
 // ShortPacket describes a packet cut off by the end of its connection.

@@ -223,7 +223,7 @@ func closeDecrypters(ds []*decrypter) {
 func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet) {
 	for ch := range in {
 		if ch.buf != nil {
-			d.feed(ctx, ch.conn, ch.buf, out)
+			d.feed(ctx, ch.conn, ch.buf, ch.readAt, out)
 			if r := ch.conn.reader; r != nil {
 				r.budget.release(ch.conn, cap(ch.buf))
 			}
@@ -244,7 +244,7 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 // send_nsca, others for NSClient++'s payload lengths), else the largest.
 // CFB decrypts a prefix the same way as the whole, so nothing is decrypted
 // twice.
-func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) {
+func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
 	if c.discard {
 		return
 	}
@@ -254,15 +254,15 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 	if c.sec == nil {
 		if d.order == nil {
 			c.sec = &d.cands[0]
-		} else if buf = d.choose(ctx, c, buf, out); len(buf) == 0 {
+		} else if buf = d.choose(ctx, c, buf, readAt, out); len(buf) == 0 {
 			return
 		}
 	}
-	d.feedDecided(ctx, c, buf, out)
+	d.feedDecided(ctx, c, buf, readAt, out)
 }
 
 // feedDecided is feed for a connection whose secret is known.
-func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) {
+func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
 	if c.discard {
 		return
 	}
@@ -309,7 +309,7 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, out ch
 		}
 		if c.curN == c.packetSize {
 			d.stats.Received.Add(1)
-			p := Packet{Conn: c, Data: c.cur[:c.packetSize]}
+			p := Packet{Conn: c, Data: c.cur[:c.packetSize], ReadAt: readAt}
 			c.cur, c.curN = nil, 0
 			if !send(ctx, out, p) {
 				return
@@ -430,7 +430,7 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		// once it sent the last chunk, which came before this call.
 		d.stats.Incomplete.Add(1)
 		if why != "timeout" { // the read stage has logged a timeout already
-			d.log.Warningf(c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
+			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
 		}
 		d.diagnose(c, "ended ("+why+") before a whole packet")
 	default:

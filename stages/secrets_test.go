@@ -100,7 +100,7 @@ func TestDecryptCandidates(t *testing.T) {
 						n := min(1+rng.IntN(3000), len(ct))
 						buf := getBuf(chunkSize)[:0]
 						buf = append(buf, ct[:n]...)
-						d.feed(context.Background(), c, buf, out)
+						d.feed(context.Background(), c, buf, 0, out)
 						ct = ct[n:]
 					}
 					d.finish(context.Background(), c, "", out)
@@ -165,7 +165,7 @@ func BenchmarkFirstPacket(b *testing.B) {
 			for range b.N {
 				*c = Conn{ID: 1, IV: c.IV}
 				copy(buf, ct)
-				d.feed(context.Background(), c, buf, out)
+				d.feed(context.Background(), c, buf, 0, out)
 				p := <-out
 				if c.sec != &d.cands[n-1] {
 					b.Fatal("the first packet did not pick the client's secret")
@@ -195,7 +195,7 @@ func TestDecryptNetworks(t *testing.T) {
 		ct := clientStream(t, x, conn.IV[:], randomPackets(rng, 1, codec.Size, "n"))
 		out := make(chan Packet, 4)
 		buf := getBuf(chunkSize)[:0]
-		d.feed(context.Background(), conn, append(buf, ct...), out)
+		d.feed(context.Background(), conn, append(buf, ct...), 0, out)
 		close(out)
 		name := ""
 		if conn.sec != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang/glog"
@@ -36,6 +37,7 @@ type Server struct {
 	// (inetd); closing it stops accepting.
 	adopt    chan int
 	stopOnce sync.Once
+	replaced atomic.Bool
 	cipher   CipherConfig
 	allowed  []netip.Prefix // allowed_hosts, for clients behind a PROXY header
 
@@ -146,6 +148,7 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	registerSinks(s.Stats, dests)
 	if listeners != nil {
 		// A daemon's pipeline, not one of inetd's processes per connection,
 		// which would say it once per connection.
@@ -186,10 +189,12 @@ func (s *Server) run(inetdFD int) error {
 	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: diagnose.Clients})
 	defer diag.Close()
 	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
-	env.gauge("accept_to_read", func() int { return len(conns) })
-	env.gauge("read_to_decrypt", func() int { return len(chunks) })
-	env.gauge("decrypt_to_validate", func() int { return len(packets) })
-	env.gauge("validate_to_emit", func() int { return len(items) })
+	for i, ch := range []func() int{
+		func() int { return len(conns) }, func() int { return len(chunks) },
+		func() int { return len(packets) }, func() int { return len(items) },
+	} {
+		env.gauge(stageQueues[i], ch)
+	}
 	if inetdFD >= 0 {
 		s.adopt <- inetdFD
 		s.Shutdown()
@@ -248,9 +253,17 @@ func (s *Server) run(inetdFD int) error {
 	<-done
 	s.log.Flush()
 	snap := s.Stats.Snapshot()
-	glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
+	if s.replaced.Load() {
+		glog.Infof("reload: the previous configuration's pipeline finished its connections: %s", snap.Line(snap, 0))
+	} else {
+		glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
+	}
 	return nil
 }
+
+// Replaced tells the server that a reload replaces it, before its
+// Shutdown: its last line then says so rather than read as a stop.
+func (s *Server) Replaced() { s.replaced.Store(true) }
 
 // diagSecrets are the secrets the diagnosis compares a client's packets with.
 func (s *Server) diagSecrets() []diagnose.Secret {
@@ -275,13 +288,23 @@ func (s *Server) gauge(name string, depth func() int) {
 	s.queues[name] = depth
 }
 
+// stageQueues name the queues between stages, in pipeline order.
+var stageQueues = [...]string{"accept_to_read", "read_to_decrypt", "decrypt_to_validate", "validate_to_emit"}
+
 // Snapshot is the server's counters with the depth of its queues (the
-// shards inside a stage are not counted).
+// shards inside a stage are not counted); before Run has made them, each
+// is there at 0.
 func (s *Server) Snapshot() counters.Snapshot {
 	snap := s.Stats.Snapshot()
 	s.queuesMu.Lock()
 	defer s.queuesMu.Unlock()
 	snap.Queues = map[string]int64{}
+	for _, name := range stageQueues {
+		snap.Queues[name] = 0
+	}
+	for _, d := range s.dests {
+		snap.Queues["destination_"+d.Name] = 0
+	}
 	for name, depth := range s.queues {
 		snap.Queues[name] = int64(depth())
 	}

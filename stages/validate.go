@@ -86,7 +86,7 @@ func (v *validator) short(p Packet) {
 		return
 	}
 	v.stats.Dropped(counters.DropShort).Add(1)
-	v.log.Warningf(c.Peer.Addr().String(), "dropped short packet from %s: connection ended (%s) after %d of %d bytes of a packet",
+	v.log.Eventf("ended inside a packet", c.Peer.Addr().String(), "dropped short packet from %s: connection ended (%s) after %d of %d bytes of a packet",
 		c.Peer, p.Short.Why, p.Short.Got, p.Short.Want)
 }
 
@@ -133,7 +133,7 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		}
 		glog.Infof("check from %s%s: host=%q service=%q return_code=%d output=%q", c.Peer, via, r.Host, r.Service, r.ReturnCode, r.Output)
 	}
-	return sink.Item{Result: r, Time: now.Unix()}, true
+	return sink.Item{Result: r, Time: now.Unix(), ReadAt: p.ReadAt}, true
 }
 
 // verify returns the drop reason and error for a packet that must not pass.
@@ -165,11 +165,21 @@ func (v *validator) verify(p Packet, now time.Time) (string, error) {
 	return "", nil
 }
 
+// rejectSummary is how the log's summary line says what happened to the
+// connections rejected for each reason: a wrong version, like a bad CRC,
+// means the client's password or method is not ours.
+var rejectSummary = map[string]string{
+	counters.DropBadCRC:        "failed decryption",
+	counters.DropBadVersion:    "failed decryption",
+	counters.DropStale:         "sent packets older than max_packet_age",
+	counters.DropTooManyChecks: "sent more than max_checks_per_connection checks",
+}
+
 func (v *validator) reject(c *Conn, reason string, err error) {
 	v.stats.Dropped(reason).Add(1)
 	c.rejected.Store(true)
 	v.clients.Failed(c.Peer.Addr().Unmap(), err.Error())
-	v.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
+	v.log.Eventf(rejectSummary[reason], c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
 	c.requestClose()
 }
 

@@ -1235,3 +1235,98 @@ func TestLifecycleSecondStartStealsNoConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestLifecycleSecondDaemonSamePort: a second daemon started on the port
+// a running one serves refuses to start with the same message whether they
+// run one process or workers: without a pid file "address already in use",
+// as the kernel says it for nsca_workers=0, and with one that the pid file
+// is held. With workers and no pid file, both used to bind SO_REUSEPORT
+// sockets, so the second started silently and took a share of the first
+// one's clients.
+func TestLifecycleSecondDaemonSamePort(t *testing.T) {
+	for _, pidFile := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pid_file=%v", pidFile), func(t *testing.T) {
+			msgs := map[int]string{}
+			for _, workers := range []int{0, 2} {
+				t.Run(fmt.Sprintf("nsca_workers=%d", workers), func(t *testing.T) {
+					msgs[workers] = lcSecondDaemon(t, workers, pidFile)
+				})
+			}
+			if msgs[0] != msgs[2] {
+				t.Errorf("the refusal differs: %q with nsca_workers=0, %q with workers", msgs[0], msgs[2])
+			}
+		})
+	}
+}
+
+// lcSecondDaemon starts a daemon, then a second one with its
+// configuration, and returns the second one's refusal, with the port,
+// directory and pid in it made generic.
+func lcSecondDaemon(t *testing.T, workers int, pidFile bool) string {
+	dir := t.TempDir()
+	cmdFile := commandFile(t, dir)
+	cfg := lcCfg(cmdFile, lcWorkers(workers))
+	want := "address already in use"
+	if pidFile {
+		cfg["pid_file"] = filepath.Join(dir, "nsca.pid")
+		want = "already running"
+	}
+	d := lcStart(t, cfg, daemonOpts{dir: dir})
+	if workers > 0 {
+		d.waitWorkers(workers, startTimeout)
+	}
+	var out lockedBuffer
+	p, err := startProc("nsca (second)", nscaCmd(dir, &out, "-c", d.CfgPath, "-f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.exitWithin(startTimeout) {
+		p.terminate(stopTimeout)
+		sent := lcSendAll(t, d.Port, lcPassword, "shared", 40, 1)
+		t.Fatalf("a second daemon on port %d still runs after %v (the first took %d of %d connections):\n%s", d.Port, startTimeout, countLines(t, cmdFile), len(sent), out.String())
+	}
+	lines := grepLines(out.String(), regexp.MustCompile(`^nsca: `))
+	t.Logf("second daemon: %v, %q", p.state, lines)
+	if p.state.Success() || len(lines) != 1 || !strings.Contains(lines[0], want) {
+		t.Errorf("second daemon exited %v saying %q; want a failure saying %q", p.state, lines, want)
+	}
+	lcDeliverOnce(t, d.Port, cmdFile, "first", 20, 1)
+	d.stop()
+	if len(lines) == 0 {
+		return ""
+	}
+	msg := strings.ReplaceAll(lines[0], strconv.Itoa(d.Port), "PORT")
+	msg = strings.ReplaceAll(msg, dir, "DIR")
+	return regexp.MustCompile(`pid \d+`).ReplaceAllString(msg, "pid N")
+}
+
+// countLines is how many complete lines the file holds.
+func countLines(t *testing.T, path string) int { return len(completeLines(readFile(t, path))) }
+
+// TestLifecycleReloadSingleToWorkers: a SIGHUP whose configuration raises
+// nsca_workers from 0 says that it takes effect at the next restart, and
+// the daemon goes on serving, with the rest of the new configuration, in
+// one process. It used to ignore the option without a word.
+func TestLifecycleReloadSingleToWorkers(t *testing.T) {
+	t.Parallel()
+	cmd := commandFile(t, t.TempDir())
+	cfg := lcCfg(cmd, lcWorkers(0))
+	d := lcStart(t, cfg, daemonOpts{})
+	cfg["nsca_workers"] = "2"
+	cfg["password"] = "after-reload"
+	d.rewriteConfig(cfg)
+	d.Signal(syscall.SIGHUP)
+	d.waitLog(regexp.MustCompile(`SIGHUP: configuration reloaded`), 10*time.Second)
+	waits := grepLines(d.Stderr(), regexp.MustCompile(`nsca_workers=2 takes effect at the next restart`))
+	t.Logf("log: %q", waits)
+	if len(waits) != 1 {
+		t.Errorf("%d log lines say nsca_workers=2 waits for a restart, want 1", len(waits))
+	}
+	if kids := childPIDs(d.Pid()); len(kids) != 0 {
+		t.Errorf("the daemon has children %v after the reload, want none", kids)
+	}
+	want := lcSendAll(t, d.Port, "after-reload", "single", 10, 2)
+	waitFileLines(t, cmd, len(want))
+	lcAssertOnce(t, lcOutput(t, cmd), want)
+	d.stop()
+}

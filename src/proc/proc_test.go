@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"nsca_fast/conf"
 )
 
@@ -150,5 +152,122 @@ func TestSetGCPercent(t *testing.T) {
 	setGCPercent(supervisorGCPercent)
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("with GOGC=100 in the environment: GC percent %d", got)
+	}
+}
+
+// CheckPortFree fails on a port that SO_REUSEPORT sockets listen on,
+// which another SO_REUSEPORT socket could share, with the message binding
+// there without SO_REUSEPORT gives.
+func TestCheckPortFree(t *testing.T) {
+	fd, err := Listen("127.0.0.1", 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*unix.SockaddrInet4).Port
+	_, single := Listen("127.0.0.1", port, false)
+	err = CheckPortFree("127.0.0.1", port)
+	if !errors.Is(err, unix.EADDRINUSE) || single == nil || err.Error() != single.Error() {
+		t.Errorf("CheckPortFree on a served port: %v; want %v", err, single)
+	}
+	unix.Close(fd)
+	if err := CheckPortFree("127.0.0.1", port); err != nil {
+		t.Errorf("CheckPortFree on a free port: %v", err)
+	}
+}
+
+// lockPort makes a second start on the same port wait until the first has
+// bound its sockets.
+func TestLockPort(t *testing.T) {
+	unlock := lockPort(1)
+	got := make(chan func())
+	go func() { got <- lockPort(1) }()
+	select {
+	case <-got:
+		t.Fatal("a second lockPort of the same port did not wait")
+	case <-time.After(200 * time.Millisecond):
+	}
+	unlock()
+	select {
+	case unlock2 := <-got:
+		unlock2()
+	case <-time.After(time.Second):
+		t.Fatal("the second lockPort did not get the lock once it was released")
+	}
+}
+
+// The kernel does what the supervisor's retiring of sockets relies on:
+// Steer sends every new connection to the first n sockets of the group,
+// Queued counts what waits on each, and closing the last sockets keeps
+// the others in their places, so that sockets opened later are steered
+// to in the order they were opened.
+func TestPortSocketsSteer(t *testing.T) {
+	first, err := Listen("127.0.0.1", 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := PortSockets{Address: "127.0.0.1", Port: sa.(*unix.SockaddrInet4).Port}
+	fds := []int{first}
+	for range 2 {
+		fd, err := ps.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, fd)
+	}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	dial := func(n int) {
+		t.Helper()
+		for range n {
+			c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ps.Port)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+		}
+	}
+	queued := func() []int {
+		var q []int
+		for _, fd := range fds {
+			q = append(q, ps.Queued(fd))
+		}
+		return q
+	}
+	if err := ps.Steer(first, 1); err != nil {
+		t.Fatal(err)
+	}
+	dial(30)
+	if q := queued(); q[0] != 30 || q[1] != 0 || q[2] != 0 {
+		t.Fatalf("steered to the first socket, the queues hold %v; want [30 0 0]", q)
+	}
+	// The last two go, two new ones come: steered to the first two, the
+	// group is the first and the first new one.
+	ps.Close(fds[2])
+	ps.Close(fds[1])
+	fds = fds[:1]
+	for range 2 {
+		fd, err := ps.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, fd)
+	}
+	if err := ps.Steer(first, 2); err != nil {
+		t.Fatal(err)
+	}
+	dial(60)
+	if q := queued(); q[1] == 0 || q[2] != 0 || q[0]+q[1] != 90 {
+		t.Errorf("steered to two of three, the queues hold %v; want 90 on the first two, some on the second, none on the third", q)
 	}
 }

@@ -93,7 +93,7 @@ type ExecSpawner struct {
 }
 
 // devNull is /dev/null opened once for the workers' standard input; it is
-// never closed, like the listening sockets.
+// never closed.
 func (e *ExecSpawner) devNull() (int, error) {
 	e.nullOnce.Do(func() { e.null, e.nullErr = unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
 	return e.null, e.nullErr
@@ -113,7 +113,7 @@ func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 	}
 	defer unix.Close(p[1])
 	role := strconv.Itoa(slot) + ":" + strconv.Itoa(gen)
-	files := []uintptr{uintptr(null), 1, 2, uintptr(listener), uintptr(p[1])}
+	files := []uintptr{uintptr(null), 1, uintptr(workerStderr), uintptr(listener), uintptr(p[1])}
 	// Without a board (no memfd_create, say, under a seccomp filter) the
 	// worker still serves and reports through its status pipe.
 	b, boardFD, err := board.Create("nsca-worker-" + strconv.Itoa(slot))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -20,9 +21,10 @@ var ErrSpawn = errors.New("proc: starting a worker")
 
 // Supervisor runs nsca_workers worker processes, each the same binary
 // serving the whole pipeline on its own SO_REUSEPORT listener. It owns the
-// listening sockets for its whole life, as plain descriptors that nothing
-// closes, so a worker that dies or is replaced on reload leaves its socket,
-// and the clients queued on it, to its successor.
+// listening sockets, as plain descriptors that no worker's exit closes, so
+// a worker that dies or is replaced on reload leaves its socket, and the
+// clients queued on it, to its successor. A reload that lowers
+// nsca_workers retires the sockets it no longer needs (see Reload).
 type Supervisor struct {
 	// Spawner starts the worker processes.
 	Spawner Spawner
@@ -34,25 +36,55 @@ type Supervisor struct {
 	// StopTimeout bounds how long workers may drain on SIGTERM before they
 	// are killed.
 	StopTimeout time.Duration
-	// Listen opens one more listening socket when a reload raises nsca_workers.
-	Listen func() (int, error)
+	// Sockets opens, steers and closes listening sockets as reloads change
+	// nsca_workers, one socket per worker; nil (socket activation) keeps
+	// Listeners as they are, the slots sharing them.
+	Sockets Sockets
+	// OnReload, if set, is told how each of Serve's reloads ended (nil:
+	// the new workers serve); OnStop, if set, is called when Serve starts
+	// stopping.
+	OnReload func(err error)
+	OnStop   func()
 
-	mu      sync.Mutex
-	gen     int
-	procs   map[*workerProc]bool
-	totals  counters.Totals // every worker's counters, exited ones included
-	backoff map[int]time.Duration
-	events  chan func()
+	mu       sync.Mutex
+	gen      int
+	procs    map[*workerProc]bool
+	totals   counters.Totals // every worker's counters, exited ones included
+	backoff  map[int]slotFailure
+	now      func() time.Time // the clock back-off is measured on; nil is time.Now
+	events   chan func()
+	retiring *retirement // sockets a reload no longer needs, not yet closed
 }
+
+// retirement is listening sockets that a reload no longer needs: new
+// connections are steered away from them, and their old workers go on
+// serving what is queued or still completing its handshake on them until
+// they are closed.
+type retirement struct {
+	fds     []int // the last sockets of the group, in its order
+	workers []*workerProc
+	since   time.Time
+}
+
+// How a socket is retired: after retireGrace, time enough for handshakes
+// under way when new connections were steered away to land in its queue,
+// it is closed once its queue is empty, or at the latest after retireMax
+// (its worker may be stuck or dead), resetting what still waits there.
+// Its worker accepts meanwhile, so no client waits on it.
+const (
+	retireGrace = time.Second
+	retireMax   = 3 * time.Second
+	retirePoll  = 20 * time.Millisecond
+)
 
 // workerProc is one running worker as the supervisor sees it.
 type workerProc struct {
 	slot, gen int
 	proc      Process
 	exit      Exit // how it ended; set before exited is closed
-	started   time.Time
 	ready     chan struct{}
 	readyOnce sync.Once
+	drainOnce sync.Once
 	status    chan struct{} // closed when the status pipe reached EOF
 	exited    chan struct{} // closed after the process and its status pipe ended
 
@@ -77,6 +109,10 @@ func (p *workerProc) snapshot() counters.Snapshot {
 	return p.last
 }
 
+// drain tells the worker to drain, once: a second SIGTERM would abort its
+// drain, and a reload storm must not do that to the generations before.
+func (p *workerProc) drain() { p.drainOnce.Do(func() { p.proc.Signal(syscall.SIGTERM) }) }
+
 // final is the exited worker's last counters, kept once its board is
 // unmapped.
 func (p *workerProc) final() counters.Snapshot {
@@ -100,7 +136,7 @@ func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, started: time.Now(), ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
+	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
 		p.readStatus(link.Status)
 		close(p.status)
@@ -128,7 +164,7 @@ func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
 // Start runs the first generation of workers and waits until all serve.
 func (s *Supervisor) Start() error {
 	s.procs = map[*workerProc]bool{}
-	s.backoff = map[int]time.Duration{}
+	s.backoff = map[int]slotFailure{}
 	s.events = make(chan func(), 64)
 	s.gen = 1
 	procs, err := s.startGeneration(s.gen, s.Workers)
@@ -139,12 +175,33 @@ func (s *Supervisor) Start() error {
 		s.stop(procs)
 		return err
 	}
+	s.steer()
 	return nil
 }
 
+// steer has the kernel hand new connections to the sockets in Listeners
+// only; sockets opened by a reload get none before their workers serve,
+// and retiring ones none at all.
+func (s *Supervisor) steer() {
+	if s.Sockets == nil || len(s.Listeners) == 0 {
+		return
+	}
+	if err := s.Sockets.Steer(s.Listeners[0], len(s.Listeners)); err != nil {
+		glog.Warningf("supervisor: %v: a socket a reload opens or retires may take connections it does not serve", err)
+	}
+}
+
+// closeSockets closes listening sockets at the end of the group, the last
+// one first, so that the others keep their places in it (see Steer).
+func (s *Supervisor) closeSockets(fds []int) {
+	for i := len(fds) - 1; i >= 0; i-- {
+		s.Sockets.Close(fds[i])
+	}
+}
+
 func (s *Supervisor) startGeneration(gen, n int) ([]*workerProc, error) {
-	for len(s.Listeners) < n && s.Listen != nil {
-		fd, err := s.Listen()
+	for len(s.Listeners) < n && s.Sockets != nil {
+		fd, err := s.Sockets.Open()
 		if err != nil {
 			return nil, err
 		}
@@ -181,7 +238,7 @@ func waitReady(procs []*workerProc, timeout time.Duration) error {
 // after StopTimeout.
 func (s *Supervisor) stop(procs []*workerProc) {
 	for _, p := range procs {
-		p.proc.Signal(syscall.SIGTERM)
+		p.drain()
 	}
 	deadline := time.After(s.StopTimeout)
 	for _, p := range procs {
@@ -209,16 +266,10 @@ func (s *Supervisor) exited(p *workerProc) {
 		glog.Infof("supervisor: worker %d of generation %d (pid %d) finished: %v", p.slot, p.gen, p.proc.Pid(), p.exit)
 		return
 	}
-	delay := s.backoff[p.slot]
-	switch {
-	case time.Since(p.started) > 30*time.Second:
-		delay = 0
-	case delay == 0:
-		delay = 100 * time.Millisecond
-	default:
-		delay = min(delay*2, 10*time.Second)
-	}
-	s.backoff[p.slot] = delay
+	now := s.clock()
+	last, failedBefore := s.backoff[p.slot]
+	delay := restartDelay(last, failedBefore, now)
+	s.backoff[p.slot] = slotFailure{at: now, delay: delay}
 	glog.Errorf("supervisor: worker %d (pid %d) died (%v); restarting it in %v", p.slot, p.proc.Pid(), p.exit, delay)
 	slot, gen := p.slot, p.gen
 	time.AfterFunc(delay, func() {
@@ -233,6 +284,45 @@ func (s *Supervisor) exited(p *workerProc) {
 	})
 }
 
+// slotFailure is a slot's last worker death and the delay its restart got.
+type slotFailure struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// Restart back-off: a slot's worker that dies within backoffReset of the
+// slot's previous death waits twice as long as the last time before it is
+// restarted, from backoffFirst up to backoffMax; one that dies later is
+// restarted at once.
+const (
+	backoffReset = 30 * time.Second
+	backoffFirst = 100 * time.Millisecond
+	backoffMax   = 10 * time.Second
+)
+
+// restartDelay is the wait before restarting a worker that died now, given
+// its slot's last failure. It counts from that failure, not from the
+// process's start: every reload starts new processes, and with reloads
+// less than backoffReset apart no process would ever live long enough to
+// reset it.
+func restartDelay(last slotFailure, failedBefore bool, now time.Time) time.Duration {
+	switch {
+	case !failedBefore || now.Sub(last.at) > backoffReset:
+		return 0
+	case last.delay == 0:
+		return backoffFirst
+	default:
+		return min(last.delay*2, backoffMax)
+	}
+}
+
+func (s *Supervisor) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
 // retire moves an exited worker's counters into the totals, once.
 func (s *Supervisor) retire(p *workerProc) bool {
 	s.mu.Lock()
@@ -243,31 +333,120 @@ func (s *Supervisor) retire(p *workerProc) bool {
 
 // Reload starts a new generation of n workers (which read the configuration
 // again) and retires the old one once the new one serves. The listening
-// sockets stay open throughout, so no connection is refused.
+// sockets stay open throughout, so no connection is refused. When n is
+// lower than before, the sockets of the slots gone are retired: new
+// connections are steered to the others at once, and each is closed once
+// its old worker has served its queue (see retirement). Closing one
+// outright would reset the clients queued on it, and keeping it would
+// leave it a share of new clients that nobody accepts.
 func (s *Supervisor) Reload(n int) error {
+	// The sockets of an earlier reload go first, so that the group holds
+	// exactly Listeners before it changes again.
+	s.finishRetiring()
 	s.mu.Lock()
 	var old []*workerProc
 	for p := range s.procs {
-		old = append(old, p)
+		if p.gen == s.gen {
+			old = append(old, p)
+		}
 	}
 	s.mu.Unlock()
+	had := len(s.Listeners)
 	gen := s.gen + 1
 	procs, err := s.startGeneration(gen, n)
-	if err != nil {
-		return err
+	if err == nil {
+		if err = waitReady(procs, 15*time.Second); err != nil {
+			s.stop(procs)
+			err = fmt.Errorf("%w; keeping the running workers", err)
+		}
 	}
-	if err := waitReady(procs, 15*time.Second); err != nil {
-		s.stop(procs)
-		return fmt.Errorf("%w; keeping the running workers", err)
+	if err != nil {
+		if len(s.Listeners) > had {
+			s.closeSockets(s.Listeners[had:])
+			s.Listeners = s.Listeners[:had]
+		}
+		return err
 	}
 	s.mu.Lock()
 	s.gen = gen
 	s.mu.Unlock()
 	s.Workers = n
+	r := &retirement{since: time.Now()}
+	if s.Sockets != nil && len(s.Listeners) > n {
+		r.fds = slices.Clone(s.Listeners[n:])
+		s.Listeners = s.Listeners[:n]
+	}
+	s.steer()
 	for _, p := range old {
-		p.proc.Signal(syscall.SIGTERM)
+		if len(r.fds) > 0 && p.slot >= n {
+			r.workers = append(r.workers, p)
+			continue
+		}
+		p.drain()
+	}
+	if len(r.fds) > 0 {
+		s.retiring = r
+		s.retireLater(r)
 	}
 	return nil
+}
+
+// retireLater looks at r again in a moment, on the supervisor's goroutine.
+func (s *Supervisor) retireLater(r *retirement) {
+	time.AfterFunc(retirePoll, func() {
+		s.events <- func() {
+			if s.retiring != r {
+				return // a reload finished it
+			}
+			// With no worker left to serve them, what is queued there has
+			// nothing to wait for.
+			waited := time.Since(r.since)
+			if r.serving() && (waited < retireGrace || waited < retireMax && s.queued(r) > 0) {
+				s.retireLater(r)
+				return
+			}
+			s.finishRetiring()
+		}
+	})
+}
+
+// serving reports whether any of the retiring sockets' workers still runs.
+func (r *retirement) serving() bool {
+	for _, p := range r.workers {
+		select {
+		case <-p.exited:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// queued is how many connections wait on the retiring sockets.
+func (s *Supervisor) queued(r *retirement) int {
+	n := 0
+	for _, fd := range r.fds {
+		n += s.Sockets.Queued(fd)
+	}
+	return n
+}
+
+// finishRetiring lets the retiring sockets' workers drain and closes the
+// sockets.
+func (s *Supervisor) finishRetiring() {
+	r := s.retiring
+	if r == nil {
+		return
+	}
+	s.retiring = nil
+	for _, p := range r.workers {
+		p.drain()
+	}
+	if q := s.queued(r); q > 0 {
+		glog.Warningf("supervisor: %d connections still queued on the %d listening sockets nsca_workers=%d no longer needs are reset", q, len(r.fds), s.Workers)
+	}
+	s.closeSockets(r.fds)
+	glog.Infof("supervisor: closed %d listening sockets nsca_workers=%d no longer needs, after %v", len(r.fds), s.Workers, time.Since(r.since).Round(time.Millisecond))
 }
 
 // Stop drains and ends every worker.

@@ -79,6 +79,12 @@ func (w *fakeWorker) endLocked(e Exit) {
 
 func (w *fakeWorker) Wait() Exit { return <-w.exit }
 
+func (w *fakeWorker) isEnded() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ended
+}
+
 func (w *fakeWorker) got() []os.Signal {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -130,6 +136,81 @@ func (f *fakeSpawner) set(fn func(f *fakeSpawner)) {
 	fn(f)
 }
 
+// fakeSockets are listening sockets 40, 41, ... as the supervisor sees
+// them: the group the kernel keeps of them, which the steering picks from,
+// and what waits in their queues.
+type fakeSockets struct {
+	mu     sync.Mutex
+	next   int
+	group  []int       // open sockets, in the kernel's order
+	steer  int         // how many of the first ones get new connections
+	queued map[int]int // connections waiting, by socket
+	closed []int
+}
+
+func (f *fakeSockets) Open() (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	f.group = append(f.group, f.next-1)
+	return f.next - 1, nil
+}
+
+func (f *fakeSockets) Steer(fd, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Contains(f.group, fd) {
+		return fmt.Errorf("steering through socket %d, not in the group %v", fd, f.group)
+	}
+	f.steer = n
+	return nil
+}
+
+func (f *fakeSockets) Queued(fd int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queued[fd]
+}
+
+// Close removes fd from the group as the kernel does: the last socket
+// takes its place.
+func (f *fakeSockets) Close(fd int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.Index(f.group, fd)
+	f.group[i] = f.group[len(f.group)-1]
+	f.group = f.group[:len(f.group)-1]
+	f.closed = append(f.closed, fd)
+}
+
+func (f *fakeSockets) setQueued(fd, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.queued == nil {
+		f.queued = map[int]int{}
+	}
+	f.queued[fd] = n
+}
+
+// served is the sockets that get new connections.
+func (f *fakeSockets) served() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.group[:min(f.steer, len(f.group))])
+}
+
+func (f *fakeSockets) closedList() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.closed)
+}
+
+func (f *fakeSockets) open() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.group)
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
@@ -144,9 +225,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // signals and served is closed when Serve returns.
 func startSupervisor(t *testing.T, f *fakeSpawner, n int, reload func(int) (int, error)) (s *Supervisor, sigs chan os.Signal, served chan struct{}) {
 	t.Helper()
-	s = &Supervisor{Spawner: f, Workers: n, StopTimeout: 5 * time.Second}
-	next := 40
-	s.Listen = func() (int, error) { next++; return next - 1, nil }
+	s = &Supervisor{Spawner: f, Workers: n, StopTimeout: 5 * time.Second, Sockets: &fakeSockets{next: 40}}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +424,205 @@ func TestSupervisorCountsFromBoards(t *testing.T) {
 	w[0].received(t, 100, false)
 	if got := received(); got != 17 {
 		t.Fatalf("received %d: a worker that reported through its pipe is read from the pipe, want 17", got)
+	}
+}
+
+// A reload from 3 workers to 1 steers new connections to the one socket
+// kept at once, lets the old workers of the two slots gone serve their
+// sockets' queues until they are empty, and then closes those sockets,
+// the last of the group first, so that the kernel's group is exactly the
+// sockets served.
+func TestSupervisorReloadFewerWorkersRetiresSockets(t *testing.T) {
+	f := &fakeSpawner{}
+	workers := 3
+	s, sigs, _ := startSupervisor(t, f, 3, func(int) (int, error) { return workers, nil })
+	socks := s.Sockets.(*fakeSockets)
+	if got := socks.served(); !slices.Equal(got, []int{40, 41, 42}) {
+		t.Fatalf("sockets served at start %v, want [40 41 42]", got)
+	}
+	old := f.all()
+	socks.setQueued(42, 2)
+	workers = 1
+	sigs <- syscall.SIGHUP
+	hup := time.Now()
+	waitUntil(t, "the new worker serves", func() bool { return len(f.all()) == 4 && old[0].isEnded() })
+	waitUntil(t, "new connections go to socket 40 only", func() bool { return slices.Equal(socks.served(), []int{40}) })
+	time.Sleep(retireGrace + 200*time.Millisecond)
+	if got := socks.open(); !slices.Equal(got, []int{40, 41, 42}) {
+		t.Errorf("sockets open while 42 still has connections queued: %v, want all three", got)
+	}
+	for _, w := range old[1:] {
+		if len(w.got()) != 0 {
+			t.Errorf("old worker %d was signalled %v while its socket was still being served", w.slot, w.got())
+		}
+	}
+	socks.setQueued(42, 0)
+	waitUntil(t, "the surplus sockets were closed", func() bool { return len(socks.open()) == 1 })
+	if waited := time.Since(hup); waited < retireGrace {
+		t.Errorf("the surplus sockets were closed %v after the reload, before the grace of %v", waited, retireGrace)
+	}
+	if closed := socks.closedList(); !slices.Equal(closed, []int{42, 41}) || socks.open()[0] != 40 {
+		t.Errorf("closed %v (want 42, then 41), open %v (want 40)", closed, socks.open())
+	}
+	for _, w := range old {
+		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
+			t.Errorf("old worker %d got %v, want one SIGTERM", w.slot, got)
+		}
+	}
+	if got := f.all()[3]; got.listener != 40 || len(s.Listeners) != 1 {
+		t.Errorf("the new worker listens on %d, the supervisor holds %v; want 40 and [40]", got.listener, s.Listeners)
+	}
+}
+
+// A reload that raises nsca_workers opens sockets that get new connections
+// only once their workers serve; one that follows a lowering before its
+// sockets were retired retires them first (each old worker still gets a
+// single SIGTERM: a second would abort its drain), so the group never
+// holds a socket out of its place.
+func TestSupervisorReloadStormResizes(t *testing.T) {
+	f := &fakeSpawner{}
+	workers := 3
+	s, sigs, _ := startSupervisor(t, f, 3, func(int) (int, error) { return workers, nil })
+	socks := s.Sockets.(*fakeSockets)
+	first := f.all()
+	workers = 1
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the 3→1 reload", func() bool { return slices.Equal(socks.served(), []int{40}) })
+	workers = 2
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the 1→2 reload", func() bool { return len(f.all()) == 6 && slices.Equal(socks.served(), []int{40, 43}) })
+	if got := socks.open(); !slices.Equal(got, []int{40, 43}) {
+		t.Errorf("open sockets %v, want [40 43]", got)
+	}
+	if closed := socks.closedList(); !slices.Equal(closed, []int{42, 41}) {
+		t.Errorf("closed %v, want [42 41]", closed)
+	}
+	for _, w := range f.all()[:4] {
+		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
+			t.Errorf("worker %d of generation %d got %v, want one SIGTERM", w.slot, w.gen, got)
+		}
+	}
+	if first[1].listener != 41 || f.all()[5].listener != 43 {
+		t.Errorf("listeners: old slot 1 on %d, new slot 1 on %d", first[1].listener, f.all()[5].listener)
+	}
+}
+
+// A reload raising nsca_workers whose workers fail closes the sockets it
+// opened, and the running workers keep theirs.
+func TestSupervisorFailedGrowClosesNewSockets(t *testing.T) {
+	f := &fakeSpawner{}
+	s, _, _ := startSupervisor(t, f, 2, sameN(2))
+	socks := s.Sockets.(*fakeSockets)
+	f.set(func(f *fakeSpawner) { f.notReady = true })
+	go func() {
+		waitUntil(t, "the new generation was spawned", func() bool { return len(f.all()) >= 3 })
+		f.all()[2].crash()
+	}()
+	if err := s.Reload(3); err == nil {
+		t.Fatal("Reload succeeded with a worker that died during start-up")
+	}
+	if got := socks.open(); !slices.Equal(got, []int{40, 41}) || !slices.Equal(socks.served(), []int{40, 41}) {
+		t.Errorf("after a failed 2→3 reload, open sockets %v, served %v; want [40 41] both", got, socks.served())
+	}
+}
+
+// onLoop runs fn on the supervisor's goroutine, which owns its back-off.
+func onLoop(s *Supervisor, fn func()) {
+	done := make(chan struct{})
+	s.events <- func() { fn(); close(done) }
+	<-done
+}
+
+// A slot's restart back-off grows while its workers die within 30 s of the
+// slot's previous death and resets once a death comes later than that,
+// however young the dying process is: every reload starts new processes,
+// so reloads less than 30 s apart used to keep a process age of 30 s from
+// ever coming, and the back-off from ever resetting.
+func TestSupervisorBackoffResetsFromLastFailure(t *testing.T) {
+	f := &fakeSpawner{}
+	s, sigs, _ := startSupervisor(t, f, 2, sameN(2))
+	var mu sync.Mutex
+	clock := time.Unix(1_000_000, 0)
+	advance := func(d time.Duration) {
+		mu.Lock()
+		clock = clock.Add(d)
+		mu.Unlock()
+	}
+	onLoop(s, func() { s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock } })
+	// kill crashes slot 1's live worker and returns the delay its restart got.
+	kill := func() time.Duration {
+		t.Helper()
+		var victim *fakeWorker
+		for _, w := range f.all() {
+			if w.slot == 1 && !w.isEnded() {
+				victim = w
+			}
+		}
+		n := len(f.all())
+		victim.crash()
+		waitUntil(t, "slot 1 was restarted", func() bool { return len(f.all()) == n+1 })
+		var d time.Duration
+		onLoop(s, func() { d = s.backoff[1].delay })
+		return d
+	}
+	var got []time.Duration
+	for _, gap := range []time.Duration{0, time.Second, time.Second} {
+		advance(gap)
+		got = append(got, kill())
+	}
+	// A reload every 20 s, and a death 40 s after the last one: the dying
+	// process is 20 s old, but the slot has been well for 40 s.
+	for range 2 {
+		advance(20 * time.Second)
+		n := len(f.all())
+		sigs <- syscall.SIGHUP
+		// Until the old generation is gone the new one is not yet the
+		// current one, whose workers are restarted.
+		waitUntil(t, "the reload", func() bool { return len(f.all()) == n+2 && len(s.Pids()) == 2 })
+	}
+	got = append(got, kill())
+	advance(5 * time.Second)
+	got = append(got, kill())
+	want := []time.Duration{0, backoffFirst, 2 * backoffFirst, 0, backoffFirst}
+	if !slices.Equal(got, want) {
+		t.Errorf("restart delays %v, want %v", got, want)
+	}
+}
+
+// restartDelay doubles up to its bound.
+func TestRestartDelayBound(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	d := restartDelay(slotFailure{}, false, now)
+	var seen []time.Duration
+	for range 10 {
+		now = now.Add(time.Second)
+		d = restartDelay(slotFailure{at: now.Add(-time.Second), delay: d}, true, now)
+		seen = append(seen, d)
+	}
+	if seen[0] != backoffFirst || seen[len(seen)-1] != backoffMax {
+		t.Errorf("delays %v: want %v first and %v at the end", seen, backoffFirst, backoffMax)
+	}
+	if d := restartDelay(slotFailure{at: now, delay: backoffMax}, true, now.Add(backoffReset+time.Second)); d != 0 {
+		t.Errorf("a death %v after the last one waits %v, want 0", backoffReset+time.Second, d)
+	}
+}
+
+// A socket being retired whose old worker dies is closed at once: what is
+// queued on it has nobody to wait for.
+func TestSupervisorRetiringSocketWithoutWorkerCloses(t *testing.T) {
+	f := &fakeSpawner{}
+	workers := 2
+	s, sigs, _ := startSupervisor(t, f, 2, func(int) (int, error) { return workers, nil })
+	socks := s.Sockets.(*fakeSockets)
+	old := f.all()
+	workers = 1
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the 2→1 reload", func() bool { return slices.Equal(socks.served(), []int{40}) })
+	socks.setQueued(41, 3)
+	start := time.Now()
+	old[1].crash()
+	waitUntil(t, "socket 41 was closed", func() bool { return slices.Equal(socks.closedList(), []int{41}) })
+	if waited := time.Since(start); waited >= retireGrace {
+		t.Errorf("socket 41 was closed %v after its worker died, want at once", waited)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang/glog"
@@ -102,52 +104,118 @@ func (w *Worker) report(s counters.Snapshot, mayDrop bool) {
 	w.status.Write(line)
 }
 
-// progressGap is the least time between two reports that pokes ask for.
-// Pokes come after every delivered batch, which under load of one check per
-// connection is every few tens of microseconds; a report per batch (a JSON
-// snapshot, a pipe write and the supervisor's wake-up) cost more than the
-// check itself. A worker killed with SIGKILL leaves out of the totals at
-// most this long's worth of results.
-const progressGap = 5 * time.Millisecond
+// progressGap is the least time between two reports that batches ask for.
+// Batches are delivered, under load of one check per connection, every few
+// tens of microseconds, and a report (a snapshot and its JSON, about 5 µs)
+// per batch would add a tenth or more to what a check costs; one every
+// millisecond costs at most 0.5 % of a CPU.
+const progressGap = time.Millisecond
 
-// ReportEvery sends counters every interval, and within progressGap of each
-// call of the returned function, until stop is closed, then once more, so
-// the supervisor's totals include everything this worker did. The pipeline
-// calls poke after every batch it delivered. poke never blocks; pokes
-// between two reports make one report.
+// ReportEvery sends counters every interval and after the batches the
+// pipeline delivers, which call the returned function (it never blocks),
+// until stop is closed, then once more, so the supervisor's totals include
+// everything this worker did. A batch delivered progressGap or more after
+// the last report is reported at once, by the goroutine that delivered it:
+// woken to do it, a reporting goroutine of a busy worker ran milliseconds
+// later, and a worker killed with SIGKILL in between took those results
+// out of the totals. Batches within progressGap of a report are reported
+// by the first batch after that, or, if none comes, by a goroutine two
+// gaps after the report; a kill loses at most those.
 func (w *Worker) ReportEvery(snapshot func() counters.Snapshot, interval time.Duration, stop <-chan struct{}) (poke func()) {
-	poked := make(chan struct{}, 1)
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		gap := time.NewTimer(progressGap)
-		defer gap.Stop()
-		final := func() {
-			w.Report(snapshot())
-			close(w.reported)
+	r := &reporter{w: w, snapshot: snapshot, wake: make(chan struct{}, 1)}
+	go r.run(interval, stop)
+	return r.poke
+}
+
+// reporter sends one worker's reports, one at a time: its board has a
+// single writer.
+type reporter struct {
+	w        *Worker
+	snapshot func() counters.Snapshot
+	mu       sync.Mutex
+	last     time.Time   // when the last report was sent; under mu
+	due      atomic.Bool // a batch was delivered since the last snapshot
+	wake     chan struct{}
+}
+
+// poke reports a delivered batch at once if the last report is
+// progressGap old and no report is being sent, and otherwise leaves it to
+// run.
+func (r *reporter) poke() {
+	r.due.Store(true)
+	if r.mu.TryLock() {
+		sent := time.Since(r.last) >= progressGap
+		if sent {
+			r.reportLocked(true)
 		}
-		for {
-			select {
-			case <-stop:
-				final()
-				return
-			case <-t.C:
-			case <-poked:
-			}
-			w.report(snapshot(), true)
-			gap.Reset(progressGap)
-			select {
-			case <-stop:
-				final()
-				return
-			case <-gap.C:
-			}
+		r.mu.Unlock()
+		if sent {
+			return
 		}
-	}()
-	return func() {
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reportLocked sends a report; a batch delivered from here on is in it or
+// makes another one due.
+func (r *reporter) reportLocked(mayDrop bool) {
+	r.due.Store(false)
+	r.w.report(r.snapshot(), mayDrop)
+	r.last = time.Now()
+}
+
+// report sends a report from run's goroutine, with ifDue only if a batch
+// is waiting for one (a poke may have sent it meanwhile).
+func (r *reporter) report(mayDrop, ifDue bool) {
+	if ifDue && !r.due.Load() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !ifDue || r.due.Load() {
+		r.reportLocked(mayDrop)
+	}
+}
+
+// run reports every interval and what poke left, and once more at stop.
+func (r *reporter) run(interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	gap := time.NewTimer(time.Hour)
+	defer gap.Stop()
+	final := func() {
+		r.report(false, false)
+		close(r.w.reported)
+	}
+	for {
 		select {
-		case poked <- struct{}{}:
-		default:
+		case <-stop:
+			final()
+			return
+		case <-t.C:
+			r.report(true, false)
+			continue
+		case <-r.wake:
+		}
+		// A batch within the gap: the next batch after it reports it, and
+		// if none comes, this goroutine does, a gap later. It must not be
+		// the one to report under a steady stream of batches: a poke that
+		// finds it reporting leaves the report to it, and a goroutine (or
+		// its thread) descheduled in the middle of one kept the board
+		// tens of milliseconds behind.
+		r.mu.Lock()
+		wait := 2*progressGap - time.Since(r.last)
+		r.mu.Unlock()
+		gap.Reset(max(wait, 0))
+		select {
+		case <-stop:
+			final()
+			return
+		case <-gap.C:
+			r.report(true, true)
 		}
 	}
 }

@@ -29,8 +29,13 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, ParentDeathSignal)
 	onReopenSignal(a.reopen)
-	if w.Syslog {
+	switch {
+	case w.Syslog:
 		if err := StderrToSyslog(cfg.LogFacility); err != nil {
+			return Fail(err)
+		}
+	case OnJournal():
+		if err := StderrToJournal(); err != nil {
 			return Fail(err)
 		}
 	}
@@ -41,6 +46,12 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	if err != nil {
 		return Fail(err)
 	}
+	stats, err := startStatsFile(cfg, w.Slot, srv.Snapshot)
+	if err != nil {
+		srv.Abort()
+		return Fail(err)
+	}
+	defer stats.Stop()
 	orphaned := make(chan os.Signal, 1)
 	OrphanWatch(func() { orphaned <- ParentDeathSignal })
 	go workerSignals(w.Slot, srv, sigs, orphaned)
@@ -49,6 +60,9 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	if p, ok := srv.(interface{ OnProgress(func()) }); ok {
 		p.OnProgress(poke)
 	}
+	// Counters first: the supervisor's /metrics shows every series from
+	// the moment the worker serves.
+	w.Report(srv.Snapshot())
 	w.Ready()
 	err = srv.Run()
 	close(stop)

@@ -8,30 +8,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BenchmarkDecrypt decrypts one 4304-byte packet per op, with the State
-// running on as on a long connection:
-// BenchmarkDecrypt/<method>-<name>/<engine>. Without cgo the libmcrypt
-// sub-benchmarks are skipped. Besides ns/op (wall time) it reports
-// cpu-ns/op, the CPU time of the benchmark's thread, which other load on a
-// shared machine inflates far less.
+// BenchmarkDecrypt decrypts one packet per op (4304 bytes, send_nsca's, and
+// 720, the legacy size), with the State running on as on a long connection:
+// BenchmarkDecrypt/<method>-<name>/<size>/<engine>, the engines being
+// libmcrypt, native, and the native fallbacks where the native engine has
+// an assembly path (AES without AES-NI; DES in AVX2 where native is
+// AVX-512, and portable). Without cgo the libmcrypt sub-benchmarks are
+// skipped. Besides ns/op (wall time) it reports cpu-ns/op, the CPU time of
+// the benchmark's thread, which other load on a shared machine inflates far
+// less.
 func BenchmarkDecrypt(b *testing.B) {
 	for _, s := range natives {
 		b.Run(fmt.Sprintf("%d-%s", s.method, s.algorithm), func(b *testing.B) {
-			for _, engine := range []string{EngineLibmcrypt, EngineNative} {
-				b.Run(engine, func(b *testing.B) { benchDecrypt(b, engine, s.method, s.algorithm) })
-			}
-			if s.method == 14 && useAESNI {
-				b.Run("native-crypto-aes", func(b *testing.B) {
-					useAESNI = false
-					defer func() { useAESNI = true }()
-					benchDecrypt(b, EngineNative, s.method, s.algorithm)
+			for _, size := range []int{bigPacket, smallPacket} {
+				b.Run(fmt.Sprint(size), func(b *testing.B) {
+					for _, engine := range []string{EngineLibmcrypt, EngineNative} {
+						b.Run(engine, func(b *testing.B) { benchDecrypt(b, engine, s.method, s.algorithm, size) })
+					}
+					if s.method == 14 && useAESNI {
+						b.Run("native-crypto-aes", func(b *testing.B) {
+							useAESNI = false
+							defer func() { useAESNI = true }()
+							benchDecrypt(b, EngineNative, s.method, s.algorithm, size)
+						})
+					}
+					if s.method == 2 || s.method == 3 {
+						for p := desbsBest - 1; p >= desbsPortable; p-- {
+							b.Run("native-"+desbsPathNames[p], func(b *testing.B) {
+								defer func(saved int) { desbsPath = saved }(desbsPath)
+								desbsPath = p
+								benchDecrypt(b, EngineNative, s.method, s.algorithm, size)
+							})
+						}
+					}
 				})
 			}
 		})
 	}
 }
 
-func benchDecrypt(b *testing.B, engine string, method int, algorithm string) {
+func benchDecrypt(b *testing.B, engine string, method int, algorithm string, size int) {
 	e, err := New(engine, method, algorithm, []byte("bench-password"))
 	if err != nil {
 		b.Skip(err)
@@ -44,8 +60,8 @@ func benchDecrypt(b *testing.B, engine string, method int, algorithm string) {
 	r := newRand("bench")
 	var st State
 	st.Start(e, randBytes(r, 128))
-	pkt := randBytes(r, bigPacket)
-	b.SetBytes(bigPacket)
+	pkt := randBytes(r, size)
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	runtime.LockOSThread() // the thread whose CPU time is counted; cgo calls run on it too
 	defer runtime.UnlockOSThread()

@@ -2,14 +2,15 @@ package cipher
 
 import (
 	"encoding/binary"
-	"errors"
 	"math/bits"
 )
 
 // DES and triple DES, written from FIPS 46-3 for 8-bit CFB, where only the
 // first byte of each block's output is used and every register is the eight
-// bytes of the stream before a byte: four independent blocks are run through
-// the rounds together so that their table loads overlap.
+// bytes of the stream before a byte. The tables and key schedule here serve
+// the bitsliced engine (desbs.go); the table engine below decrypts the short
+// tails it leaves, four independent blocks at a time so that their table
+// loads overlap.
 
 // FIPS 46-3 tables, 1-based bit numbers counted from the most significant bit.
 var (
@@ -165,32 +166,20 @@ type desBulk struct {
 	stages int
 }
 
-func newDESBulkNative(key []byte) (bulk, error) {
-	if len(key) != 8 {
-		return nil, errors.New("DES key is not 8 bytes")
-	}
-	d := &desBulk{stages: 1}
-	ks := desSchedule(key)
-	copy(d.keys[:16], ks[:])
-	return d, nil
-}
-
-func newTripleDESBulkNative(key []byte) (bulk, error) {
-	if len(key) != 24 {
-		return nil, errors.New("triple DES key is not 24 bytes")
-	}
-	d := &desBulk{stages: 3}
-	for s := range 3 {
+// newDESTable keys the table engine with stages 8-byte keys.
+func newDESTable(key []byte, stages int) desBulk {
+	d := desBulk{stages: stages}
+	for s := range stages {
 		ks := desSchedule(key[8*s : 8*s+8])
 		for r := range 16 {
-			if s == 1 {
+			if s == 1 { // EDE: the middle stage decrypts
 				d.keys[16+r] = ks[15-r]
 			} else {
 				d.keys[16*s+r] = ks[r]
 			}
 		}
 	}
-	return d, nil
+	return d
 }
 
 func (d *desBulk) wipe() { clear(d.keys[:]) }

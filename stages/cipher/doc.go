@@ -9,12 +9,14 @@
 //   - "libmcrypt": the reference, libmcrypt through nsca_fast/cgo/mcrypt, one
 //     cgo call per buffer. Without cgo it cannot be built into a working
 //     engine and says so, naming libmcrypt.
-//   - "native": pure Go (plus AES-NI assembly on amd64) for the methods in
-//     the table natives, one row per method. 8-bit CFB decryption needs no
-//     chaining, since the register before every byte is the block-size
-//     bytes of IV||ciphertext before it, so a whole chunk's block
-//     encryptions are computed in one pass and never one library call per
-//     byte.
+//   - "native": pure Go (plus AES-NI, AVX2 and AVX-512 assembly on amd64)
+//     for the methods in the table natives, one row per method. 8-bit CFB
+//     decryption needs no chaining, since the register before every byte is
+//     the block-size bytes of IV||ciphertext before it, so a whole chunk's
+//     block encryptions are independent and computed in one pass, never one
+//     library call per byte: AES eight blocks at a time, DES and triple DES
+//     bitsliced, 64 or 256 blocks at a time (desbs.go), the table ciphers
+//     several blocks interleaved.
 //
 // Beyond libmcrypt's methods the table holds this project's own
 // ([OwnMethods]): ciphers NSClient++ encrypts with that stock has no

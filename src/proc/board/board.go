@@ -119,23 +119,39 @@ func (b *Board) Publish(data []byte) error {
 }
 
 // Read returns a copy of the newest whole record, and false when nothing
-// was published yet.
+// was published yet. The two records are read one after the other, so the
+// first may be out of date by the time the second is: when the second is
+// being written, and with a version past the one after the first, the
+// writer has rewritten the first meanwhile, and Read starts again rather
+// than return an older record than a Read before it did. A record the
+// writer died writing is the one after the newest whole one.
 func (b *Board) Read() ([]byte, bool) {
-	var best []byte
-	var bestSeq uint64
-	for i := range uint64(2) {
-		if data, seq, ok := b.readRecord(b.record(i)); ok && seq > bestSeq {
-			best, bestSeq = data, seq
+	for range readTries {
+		var best []byte
+		var bestSeq, writing uint64
+		for i := range uint64(2) {
+			data, seq, ok := b.readRecord(b.record(i))
+			switch {
+			case ok && seq > bestSeq:
+				best, bestSeq = data, seq
+			case !ok && seq != 0:
+				writing = seq | 1 // rewritten while we read it: as good as being written
+			}
+		}
+		if writing == 0 || writing == bestSeq+1 {
+			return best, bestSeq > 0
 		}
 	}
-	return best, bestSeq > 0
+	return nil, false
 }
 
 // readRecord reads one record: its data and sequence number, or false if
-// it was never written or is not whole.
+// it was never written or is not whole, with the last sequence number seen
+// then (odd if it is being written).
 func (b *Board) readRecord(r []uint64) ([]byte, uint64, bool) {
+	var seq uint64
 	for range readTries {
-		seq := atomic.LoadUint64(&r[0])
+		seq = atomic.LoadUint64(&r[0])
 		if seq == 0 {
 			return nil, 0, false
 		}
@@ -156,7 +172,7 @@ func (b *Board) readRecord(r []uint64) ([]byte, uint64, bool) {
 			return data[:n], seq, true
 		}
 	}
-	return nil, 0, false
+	return nil, seq, false
 }
 
 // Close unmaps the board.
