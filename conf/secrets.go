@@ -184,6 +184,10 @@ func (c *Config) identitySecrets(choices *choiceCache) (out []Secret, fallback *
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: identities_file=%s: %w", ErrSecrets, c.where("identities_file"), show(c.IdentitiesFile), err)
 	}
+	for _, ig := range f.Ignored {
+		// An nsca-ng.cfg serves as it is: its own settings are nsca-ng's.
+		c.warnf(c.Lines["identities_file"], "identities_file: %s is not an identities setting (nsca-ng's own?): ignored", ig)
+	}
 	for _, id := range f.Identities {
 		if id.Name == identities.Fallback {
 			fallback = id
