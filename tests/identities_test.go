@@ -449,3 +449,44 @@ func identFloodRun(t *testing.T, port int, fifo *FIFOReader, password, tag strin
 	wg.Wait()
 	return p99, garbage.Load()
 }
+
+// TestIdentitiesBehindProxy: behind a load balancer an identity's
+// networks are matched against the client's address from the PROXY
+// header, not the balancer's.
+func TestIdentitiesBehindProxy(t *testing.T) {
+	dir := t.TempDir()
+	ids := filepath.Join(dir, "identities.cfg")
+	writeFile(t, ids, `authorize "branch" { password = "branch-secret"; services = ".*"; networks = "10.1.0.0/16" }`+"\n", 0o600)
+	metrics := identMetrics(t)
+	cmd := commandFile(t, dir)
+	d := startDaemonWith(t, Config{"command_file": cmd, "append_to_file": "1", "identities_file": ids, "metrics_address": metrics,
+		"proxy_protocol": "1", "proxy_protocol_trusted": "127.0.0.1"}, daemonOpts{noWait: true})
+	waitProxyPort(t, d)
+	lo := now()
+	for _, src := range []string{"10.1.2.3", "10.9.9.9"} {
+		c, err := dialLocal(d.Port, "", 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "PROXY TCP4 %s 127.0.0.1 40000 %d\r\n", src, d.Port)
+		r, err := readInit(c, 5*time.Second)
+		if err != nil {
+			t.Fatalf("from %s: %v", src, err)
+		}
+		r.write(t, r.packet(codec4304, r.ts, 0, "h", "svc", "from "+src, 1, "branch-secret"), 0)
+		waitClosed(c, time.Second) // refused: closed at once; accepted: idle
+		c.Close()
+	}
+	waitFileLines(t, cmd, 1)
+	m := map[string]float64{}
+	waitFor(5*time.Second, func() bool {
+		m, _ = relScrape(metrics)
+		return m[`nsca_results_dropped_total{reason="bad_crc"}`]+m[`nsca_results_dropped_total{reason="bad_version"}`] >= 1
+	})
+	if got := m[`nsca_secret_matches_total{secret="branch"}`]; got != 1 {
+		t.Errorf("branch matched %v connections, want 1 (the one from 10.1.2.3)", got)
+	}
+	hi := now()
+	d.Stop()
+	assertLines(t, commandsIn(t, cmd, lo, hi), []string{"PROCESS_SERVICE_CHECK_RESULT;h;svc;0;from 10.1.2.3"})
+}
