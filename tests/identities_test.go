@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -489,4 +491,31 @@ func TestIdentitiesBehindProxy(t *testing.T) {
 	hi := now()
 	d.Stop()
 	assertLines(t, commandsIn(t, cmd, lo, hi), []string{"PROCESS_SERVICE_CHECK_RESULT;h;svc;0;from 10.1.2.3"})
+}
+
+// TestPasswordFileReload: SIGHUP reads password_file again, so the end of
+// a rotation (the old password removed) needs no restart.
+func TestPasswordFileReload(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "passwords")
+	writeFile(t, pwFile, "reload-old\nreload-new\n", 0o600)
+	cmd := commandFile(t, dir)
+	d := startDaemon(t, Config{"command_file": cmd, "append_to_file": "1", "password_file": pwFile, "decryption_method": "14"})
+	lo := now()
+	Client{Password: "reload-old", Method: 14}.send(t, d.Port, "h\tsvc\t0\told before\n", 1)
+	Client{Password: "reload-new", Method: 14}.send(t, d.Port, "h\tsvc\t0\tnew before\n", 1)
+	writeFile(t, pwFile, "reload-new\n", 0o600)
+	d.Signal(syscall.SIGHUP)
+	d.waitLog(regexp.MustCompile(`SIGHUP: configuration reloaded`), 10*time.Second)
+	Client{Password: "reload-new", Method: 14}.send(t, d.Port, "h\tsvc\t0\tnew after\n", 1)
+	Client{Password: "reload-old", Method: 14}.sendRejected(t, d.Port, "h\tsvc\t0\told after\n")
+	waitFileLines(t, cmd, 3)
+	time.Sleep(300 * time.Millisecond) // a wrongly accepted result would be written by now
+	hi := now()
+	d.Stop()
+	assertLines(t, commandsIn(t, cmd, lo, hi), []string{
+		"PROCESS_SERVICE_CHECK_RESULT;h;svc;0;old before",
+		"PROCESS_SERVICE_CHECK_RESULT;h;svc;0;new before",
+		"PROCESS_SERVICE_CHECK_RESULT;h;svc;0;new after",
+	})
 }
