@@ -35,6 +35,9 @@ func TestSecrets(t *testing.T) {
 	if string(secrets[2].Password) != "new-password" || secrets[0].Method.Number != 14 || secrets[0].Rights.Name != "web" || secrets[1].Rights.Name != "*" {
 		t.Errorf("secrets: %+v", secrets)
 	}
+	if f, err := c.Identities(); err != nil || f.Lookup("web").Password != "w" || f.Lookup("anyone").Name != "*" {
+		t.Errorf("Identities: %v, %v", f, err)
+	}
 	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], ids+":1: listen is not an identities setting") {
 		t.Errorf("warnings %q", c.Warnings)
 	}
