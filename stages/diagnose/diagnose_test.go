@@ -151,3 +151,32 @@ func BenchmarkDiagnoseGarbage(b *testing.B) {
 		d.Diagnose(ev)
 	}
 }
+
+// TestBudget: once a second's budget is spent, nothing more is diagnosed
+// until the next second.
+func TestBudget(t *testing.T) {
+	var mu sync.Mutex
+	lines := 0
+	d := New(Config{PayloadLengths: []int{4096}, Budget: time.Nanosecond, Logf: func(string, ...any) {
+		mu.Lock()
+		lines++
+		mu.Unlock()
+	}})
+	defer d.Close()
+	for i := range 10 {
+		d.Submit(Event{Addr: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), Head: []byte("GET / HTTP/1.0\r\n"), Total: 16})
+	}
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	first := lines
+	mu.Unlock()
+	if first != 1 {
+		t.Errorf("%d diagnoses in the first 300 ms with a budget of 1 ns a second, want 1", first)
+	}
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if lines != 2 {
+		t.Errorf("%d diagnoses after 1.3 s, want 2 (one a second)", lines)
+	}
+}
