@@ -79,7 +79,7 @@ func servedBy(cfg *conf.Config) string {
 // serves the method and what its self-test found.
 func DescribeCipher(cfg *conf.Config) string {
 	m := cfg.Method()
-	return fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s; payload_length=%s", conf.NameOf(m), m.Name, servedBy(cfg), payloadLengths(cfg))
+	return fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s%s; payload_length=%s", conf.NameOf(m), m.Name, servedBy(cfg), secretsNote(cfg), payloadLengths(cfg))
 }
 
 func payloadLengths(cfg *conf.Config) string {
