@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -231,6 +232,13 @@ func TestDiagnosis(t *testing.T) {
 	r = dialRaw(t, d.Port, "127.0.0.6")
 	r.write(t, identClientHello(), 0)
 	r.c.Close()
+	// Another TLS client: Go's, which takes the init packet for a bad record.
+	if c, err := dialLocal(d.Port, "127.0.0.7", 5*time.Second); err == nil {
+		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true})
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		tc.Handshake()
+		c.Close()
+	}
 	want := map[string]string{
 		"127.0.0.1": "encrypts with method 3 (tripledes) and a known password; this server expects 1 (xor) or 14 (rijndael-128) with that password",
 		"127.0.0.2": "is an NSCA 2.7 client or NSClient++ with payload length 512 (720-byte packets): add 512 to payload_length (now 4096)",
@@ -238,6 +246,7 @@ func TestDiagnosis(t *testing.T) {
 		"127.0.0.4": "sends packets that no known password decrypts with any method: it uses a password this server does not know",
 		"127.0.0.5": "speaks HTTP, not NSCA",
 		"127.0.0.6": "starts a TLS handshake offering pre-shared keys: an nsca-ng client on the NSCA port?",
+		"127.0.0.7": "starts a TLS handshake, not NSCA (a TLS client on the NSCA port)",
 	}
 	for src, text := range want {
 		line := "diagnosis: " + src + " " + text
