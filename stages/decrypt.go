@@ -132,14 +132,14 @@ type keyed struct {
 	matches, refused *atomic.Uint64
 }
 
-// decryptAt decrypts buf, at offset within a packet, continuing the stream
-// in st with key (nil for methods 0 and 1).
-func (k *keyed) decryptAt(key cipher.Key, st *cipher.State, iv, buf []byte, offset int) {
+// trialDecrypt decrypts buf, at offset within a packet, continuing the
+// stream in st, with the goroutine's shared key.
+func (k *keyed) trialDecrypt(st *cipher.State, iv, buf []byte, offset int) {
 	switch {
 	case k.Method == 1:
 		k.xor.Apply(buf, iv, offset) // XOR restarts with every packet
 	case k.Engine != nil:
-		key.Decrypt(st, buf)
+		k.shared.Decrypt(st, buf)
 	}
 }
 

@@ -93,7 +93,7 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
 			st.Start(k.Engine, c.IV[:])
 		}
 		copy(pt[:versionBytes], raw)
-		k.decryptAt(k.shared, st, c.IV[:], pt[:versionBytes], 0)
+		k.trialDecrypt(st, c.IV[:], pt[:versionBytes], 0)
 		if int16(binary.BigEndian.Uint16(pt)) != codec.Version {
 			continue
 		}
@@ -102,7 +102,7 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
 		for off := versionBytes; off < len(pt); off += cgoSlice {
 			// libmcrypt's calls are kept as short as decryptSliced keeps them.
 			end := min(off+cgoSlice, len(pt))
-			k.decryptAt(k.shared, st, c.IV[:], pt[off:end], off)
+			k.trialDecrypt(st, c.IV[:], pt[off:end], off)
 		}
 		if codec.Valid(pt) {
 			return k, false
