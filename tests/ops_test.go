@@ -376,9 +376,12 @@ func TestOpsWarningFlood(t *testing.T) {
 }
 
 // TestOpsReloadLine: a reload logs "configuration reloaded" with the
-// options it changed (a password only by name), the replaced pipeline
-// says it finished after a reload rather than "pipeline drained" or "at
-// exit", and reloads are counted, a failed one too.
+// options it changed (a password only by name), the pipelines it replaced
+// (with workers, the old worker processes, which a reload retires as a
+// stop would) say they finished after a reload, and nothing the daemon
+// logs until it is stopped reads as a stop ("pipeline drained", "at exit",
+// "stopped", "stopping"); reloads are counted, a failed one too; a real
+// SIGTERM afterwards still logs the stop's lines.
 func TestOpsReloadLine(t *testing.T) {
 	for _, workers := range []int{0, 2} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
@@ -387,6 +390,10 @@ func TestOpsReloadLine(t *testing.T) {
 			cfg["nsca_workers"] = strconv.Itoa(workers)
 			d := startDaemon(t, cfg)
 			opsScrape(t, metrics)
+			replaced := []int{d.Pid()}
+			if workers > 0 {
+				replaced = d.waitWorkers(workers, 10*time.Second)
+			}
 			cfg["password"] = "new-secret"
 			cfg["connection_timeout"] = "20"
 			d.rewriteConfig(cfg)
@@ -395,12 +402,32 @@ func TestOpsReloadLine(t *testing.T) {
 			if !strings.Contains(line, "(changed password, connection_timeout)") || strings.Contains(line, "new-secret") {
 				t.Errorf("reload line %q, want it to name password and connection_timeout (and not show the password)", line)
 			}
-			time.Sleep(500 * time.Millisecond)
-			if workers == 0 {
-				if lines := grepLines(d.Stderr(), regexp.MustCompile(`pipeline drained|at exit`)); len(lines) > 0 {
-					t.Errorf("after a reload, lines that read as a stop:\n%s", strings.Join(lines, "\n"))
+			finished := regexp.MustCompile(`reload: the previous configuration's pipeline finished its connections`)
+			if _, ok := waitLines(d.Stderr, finished, len(replaced), 10*time.Second); !ok {
+				t.Errorf("no %q line from each of %v within 10s", finished, replaced)
+			}
+			serving := replaced
+			if workers > 0 {
+				serving = d.waitWorkers(workers, 10*time.Second, replaced...)
+				gone := regexp.MustCompile(`supervisor: worker \d+ of generation 1 `)
+				lines, ok := waitLines(d.Stderr, gone, workers, 10*time.Second)
+				if !ok {
+					t.Fatalf("the supervisor did not see the %d replaced workers end within 10s", workers)
 				}
-				d.waitLog(regexp.MustCompile(`reload: the previous configuration's pipeline finished its connections`), 10*time.Second)
+				for _, l := range lines {
+					if !strings.Contains(l, "replaced by a reload") {
+						t.Errorf("supervisor line %q about a worker the reload retired, want it to say it was replaced by a reload", l)
+					}
+				}
+			}
+			for _, pid := range replaced {
+				if !slices.ContainsFunc(opsLinesOf(d.Stderr(), pid), finished.MatchString) {
+					t.Errorf("pid %d, replaced by the reload, logged no line matching %q", pid, finished)
+				}
+			}
+			stopLike := regexp.MustCompile(`pipeline drained|at exit|stopped|stopping`)
+			if lines := grepLines(d.Stderr(), stopLike); len(lines) > 0 {
+				t.Errorf("after a reload, lines that read as a stop:\n%s", strings.Join(lines, "\n"))
 			}
 			d.rewriteConfig(merge(cfg, Config{"no_such_option": "1"}))
 			d.Signal(syscall.SIGHUP)
@@ -413,8 +440,26 @@ func TestOpsReloadLine(t *testing.T) {
 				t.Errorf("after a good and a bad reload: reloads %v, failures %v, last success %v; want 2, 1, 0",
 					m["nsca_reloads_total"], m["nsca_reload_failures_total"], m["nsca_last_reload_success"])
 			}
+			d.Stop() // one SIGTERM
+			log := d.Stderr()
+			for _, pid := range serving {
+				if !slices.ContainsFunc(opsLinesOf(log, pid), regexp.MustCompile(`\] pipeline drained: `).MatchString) {
+					t.Errorf("pid %d, serving when the daemon was stopped, logged no \"pipeline drained\" line", pid)
+				}
+			}
+			for _, want := range []string{`\] terminated: stopping`, `\] stopped: `} {
+				if !slices.ContainsFunc(opsLinesOf(log, d.Pid()), regexp.MustCompile(want).MatchString) {
+					t.Errorf("the stopped daemon (pid %d) logged no line matching %q", d.Pid(), want)
+				}
+			}
 		})
 	}
+}
+
+// opsLinesOf is the lines of a glog log written by process pid.
+func opsLinesOf(log string, pid int) []string {
+	re := regexp.MustCompile(`^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +` + strconv.Itoa(pid) + ` `)
+	return grepLines(log, re)
 }
 
 // TestOpsJournalNoGlogHeader: under systemd (standard error is the journal

@@ -28,3 +28,12 @@ func (a *App) reloaded(err error, how string) {
 	a.running = a.next
 	glog.Infof("SIGHUP: configuration reloaded (%s); %s", changes, how)
 }
+
+// replace has srv drain because a reload replaced it: its last lines then
+// say so rather than read as the daemon's stop.
+func replace(srv Server) {
+	if r, ok := srv.(interface{ Replaced() }); ok {
+		r.Replaced()
+	}
+	srv.Shutdown()
+}

@@ -204,16 +204,18 @@ func listeners(cfg *conf.Config, n int) (fds []int, activated bool, err error) {
 		glog.Infof("using %d socket(s) from systemd socket activation", len(fds))
 		return fds, true, nil
 	}
+	// Either way a port already served is refused with the same words.
+	where := func(err error) error { return fmt.Errorf("conf: %s: %w", cfg.Where("server_port"), err) }
 	if n > 0 {
 		defer lockPort(cfg.ServerPort)()
 		if err := CheckPortFree(cfg.ServerAddress, cfg.ServerPort); err != nil {
-			return nil, false, err
+			return nil, false, where(err)
 		}
 	}
 	for range max(n, 1) {
 		fd, err := Listen(cfg.ServerAddress, cfg.ServerPort, n > 0)
 		if err != nil {
-			return nil, false, fmt.Errorf("conf: %s: %w", cfg.Where("server_port"), err)
+			return nil, false, where(err)
 		}
 		fds = append(fds, fd)
 	}

@@ -162,9 +162,6 @@ func (s *single) reload() error {
 	s.app.setProcs(cfg)
 	prev := s.current
 	s.start(next)
-	if r, ok := prev.(interface{ Replaced() }); ok {
-		r.Replaced() // its last lines say it was replaced, not stopped
-	}
-	prev.Shutdown()
+	replace(prev)
 	return nil
 }
