@@ -115,7 +115,8 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		// Refused like a spoofed host: the check, not the connection.
 		v.stats.Dropped(counters.DropUnauthorized).Add(1)
 		k.refused.Add(1)
-		v.log.Warningf("identity "+k.Rights.Name, "refused check from %s: identity %q (%s) may not submit results for host %q service %q",
+		v.log.Eventf("sent results outside their identity's rights", c.Peer.Addr().String(),
+			"refused check from %s: identity %q (%s) may not submit results for host %q service %q",
 			c.Peer, k.Rights.Name, k.Rights.Where, r.Host, r.Service)
 		return sink.Item{}, false
 	}
