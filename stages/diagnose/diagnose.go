@@ -230,21 +230,37 @@ func (d *Diagnoser) Diagnose(ev Event) string {
 // sizeFinding explains a client whose secret is right: its packets have a
 // size payload_length does not list.
 func (d *Diagnoser) sizeFinding(ev Event) string {
-	n := int(ev.Total)
-	for _, size := range []int{n, n / 2, n / 3} {
-		if size == 0 || n%size != 0 || !codec.ValidSize(size) {
-			continue
-		}
+	if size := packetSize(int(ev.Total), d.cfg.PayloadLengths); size > 0 {
 		payload := codec.OutputLength(size)
-		if slices.Contains(d.cfg.PayloadLengths, payload) {
-			continue
-		}
 		if size == codec.LegacySize {
 			return fmt.Sprintf("is an NSCA 2.7 client or NSClient++ with payload length 512 (720-byte packets): add 512 to payload_length (now %s)", ints(d.cfg.PayloadLengths))
 		}
 		return fmt.Sprintf("sends NSClient++ payload length %d: add it to payload_length (now %s)", payload, ints(d.cfg.PayloadLengths))
 	}
+	n := int(ev.Total)
 	return fmt.Sprintf("uses a known password and method, but its %d bytes are no whole number of packets of any payload length (now %s)", n, ints(d.cfg.PayloadLengths))
+}
+
+// packetSize guesses the size of the packets of a connection that sent
+// total bytes in all: total split into 1 to 16 packets of a size that no
+// listed payload length gives, preferring payload lengths that are
+// multiples of 512 (NSClient++'s usual ones, and the only way to tell
+// four packets of 8400 bytes from one of 33600); 0 if none fits.
+func packetSize(total int, listed []int) int {
+	first := 0
+	for k := 1; k <= 16; k++ {
+		size := total / k
+		if total%k != 0 || !codec.ValidSize(size) || slices.Contains(listed, codec.OutputLength(size)) {
+			continue
+		}
+		if codec.OutputLength(size)%512 == 0 {
+			return size
+		}
+		if first == 0 {
+			first = size
+		}
+	}
+	return first
 }
 
 // decrypts finds the known password and the methods whose decryption of

@@ -77,6 +77,7 @@ func TestDiagnose(t *testing.T) {
 		{"des or tripledes", ev(packetHead(t, 3, "tripledes", "right", iv, 1234), 4304, "192.0.2.1"), "encrypts with method 2 (des) or 3 (tripledes)"},
 		{"unknown password", ev(packetHead(t, 14, "rijndael-128", "wrong", iv, 1234), 4304, "192.0.2.1"), "no known password decrypts"},
 		{"payload length", ev(packetHead(t, 14, "rijndael-128", "right", iv, 1234), 8400, "192.0.2.1"), "sends NSClient++ payload length 8192: add it to payload_length (now 4096)"},
+		{"payload length, 4 packets", ev(packetHead(t, 14, "rijndael-128", "right", iv, 1234), 4*8400, "192.0.2.1"), "sends NSClient++ payload length 8192"},
 		{"2.7", ev(packetHead(t, 14, "rijndael-128", "right", iv, 1234), 720, "192.0.2.1"), "is an NSCA 2.7 client"},
 		{"outside networks", ev(packetHead(t, 1, "xor", "web", iv, 1234), 4304, "192.0.2.1"), "uses the password and method of web, which may not connect from this address"},
 		{"http", ev([]byte("POST /v1/actions HTTP/1.1\r\n"), 40, "192.0.2.1"), "speaks HTTP"},
