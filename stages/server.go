@@ -186,7 +186,10 @@ func (s *Server) run(inetdFD int) error {
 	packets := make(chan Packet, depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
-	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: diagnose.Clients})
+	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: diagnose.Clients,
+		Logf: func(key, format string, args ...any) {
+			s.log.Eventf("were diagnosed (see /clients)", key, format, args...)
+		}})
 	defer diag.Close()
 	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
 	for i, ch := range []func() int{

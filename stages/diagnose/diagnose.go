@@ -63,8 +63,10 @@ type Config struct {
 	Interval time.Duration
 	// Registry, when set, records each finding as the source's last error.
 	Registry *Registry
-	// Logf logs a finding; nil: glog.Warningf.
-	Logf func(format string, args ...any)
+	// Logf logs a finding about the source key; nil: glog.Warningf. The
+	// daemon's goes through its rate-limited log, whose budget for all
+	// sources together bounds what a flood of many sources logs.
+	Logf func(key, format string, args ...any)
 }
 
 // Diagnoser runs diagnoses in one goroutine of its own.
@@ -109,7 +111,7 @@ func New(cfg Config) *Diagnoser {
 		cfg.Interval = time.Minute
 	}
 	if cfg.Logf == nil {
-		cfg.Logf = glog.Warningf
+		cfg.Logf = func(_, format string, args ...any) { glog.Warningf(format, args...) }
 	}
 	d := &Diagnoser{cfg: cfg, events: make(chan Event, 64), engines: map[engineKey]*trialKey{},
 		last: map[netip.Addr]finding{}, stop: make(chan struct{}), done: make(chan struct{})}
@@ -194,7 +196,7 @@ func (d *Diagnoser) handle(ev Event) {
 	}
 	d.last[ev.Addr] = finding{text: text, at: time.Now()}
 	d.mu.Unlock()
-	d.cfg.Logf("diagnosis: %s %s", ev.Addr, text)
+	d.cfg.Logf(ev.Addr.String(), "diagnosis: %s %s", ev.Addr, text)
 	if d.cfg.Registry != nil {
 		d.cfg.Registry.Diagnosed(ev.Addr, text)
 	}

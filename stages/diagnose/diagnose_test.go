@@ -51,7 +51,7 @@ func testDiagnoser(t testing.TB) *Diagnoser {
 	d := New(Config{Secrets: []Secret{{Name: "password/14", Method: 14, Password: []byte("right")},
 		{Name: "long/14", Method: 14, Password: []byte("a-password-of-24-bytes!!")},
 		{Name: "web", Method: 1, Password: []byte("web"), Networks: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}},
-		PayloadLengths: []int{4096}, Logf: func(string, ...any) {}})
+		PayloadLengths: []int{4096}, Logf: func(string, string, ...any) {}})
 	t.Cleanup(d.Close)
 	return d
 }
@@ -97,7 +97,7 @@ func TestOncePerInterval(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
 	reg := NewRegistry()
-	d := New(Config{PayloadLengths: []int{4096}, Registry: reg, Logf: func(f string, a ...any) {
+	d := New(Config{PayloadLengths: []int{4096}, Registry: reg, Logf: func(_, f string, a ...any) {
 		mu.Lock()
 		lines = append(lines, fmt.Sprintf(f, a...))
 		mu.Unlock()
@@ -140,7 +140,7 @@ func BenchmarkDiagnoseGarbage(b *testing.B) {
 	for i := range 4 {
 		secrets = append(secrets, Secret{Name: fmt.Sprint(i), Method: 14, Password: []byte(fmt.Sprint("password-", i))})
 	}
-	d := New(Config{Secrets: secrets, PayloadLengths: []int{4096}, Logf: func(string, ...any) {}})
+	d := New(Config{Secrets: secrets, PayloadLengths: []int{4096}, Logf: func(string, string, ...any) {}})
 	defer d.Close()
 	ev := Event{Addr: netip.MustParseAddr("192.0.2.1"), Head: make([]byte, HeadSize), Total: 4304}
 	for i := range ev.Head {
@@ -158,7 +158,7 @@ func BenchmarkDiagnoseGarbage(b *testing.B) {
 func TestBudget(t *testing.T) {
 	var mu sync.Mutex
 	lines := 0
-	d := New(Config{PayloadLengths: []int{4096}, Budget: time.Nanosecond, Logf: func(string, ...any) {
+	d := New(Config{PayloadLengths: []int{4096}, Budget: time.Nanosecond, Logf: func(string, string, ...any) {
 		mu.Lock()
 		lines++
 		mu.Unlock()
