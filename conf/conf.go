@@ -133,6 +133,14 @@ type Config struct {
 	QueueMaxBytes        int    // queue_max_bytes, per durable queue
 	QueueFsync           string // queue_fsync: never, batch or always
 
+	// Several secrets and client identities.
+
+	// MoreMethods are the methods decryption_method lists after the
+	// first, DecryptionMethod; see Methods.
+	MoreMethods    []int
+	PasswordFile   string // password_file; "" = password alone
+	IdentitiesFile string // identities_file; "" = no identities
+
 	// Lines maps an option name to the line that last set it, so that
 	// Validate and the daemon can point at the line to fix.
 	Lines map[string]int
@@ -140,7 +148,7 @@ type Config struct {
 	// "conf: file:line: ", for the caller to log.
 	Warnings []string
 
-	cipher chosen // see Cipher
+	cipher chosen // see Cipher and Secrets
 }
 
 //go:embed default.cfg

@@ -8,6 +8,7 @@ import (
 
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/diagnose"
 )
 
 // Conn is one client connection. Fields are grouped by the stage that owns
@@ -52,6 +53,19 @@ type Conn struct {
 	key          cipher.Key   // decryption_mode=0: this connection's own key schedule
 	cipherErr    error
 	discard      bool // the first packet had a wrong version: ignore the rest
+	// sec is the secret the connection uses: decided by its first packet
+	// when there are several (see choose), read-only once set, and read by
+	// validation for the packets sent after it was set.
+	sec *keyed
+	// unmatched: no secret decrypted the first packet, which validation
+	// must refuse whatever sec makes of it.
+	unmatched bool
+	// firstBad: the first packet decrypts to no valid packet at any
+	// accepted size, which is worth a diagnosis; head holds the first
+	// headN bytes as they came, for it.
+	firstBad bool
+	headN    uint8
+	head     [diagnose.HeadSize]byte
 
 	// Validate stage.
 	checks int

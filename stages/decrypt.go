@@ -5,13 +5,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
+	"nsca_fast/conf"
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // ErrCipher wraps failures to set up decryption.
@@ -26,18 +31,47 @@ type DecryptConfig struct {
 }
 
 // CipherConfig says how clients encrypt and what decrypts: the stage runs
-// the engine it is handed, which cipher.Choose chose.
+// the engines it is handed, which cipher.Choose chose. Method, Engine and
+// Password are the one secret when Candidates is empty.
 type CipherConfig struct {
 	Method int // 0 none, 1 XOR (undone here, with Password), else Engine's
 	// Engine decrypts methods 2 and up; nil for 0 and 1.
 	Engine   cipher.Engine
 	Password []byte
+	// Candidates are the secrets a connection may use, in the order they
+	// are tried; empty: the one of Method, Engine and Password.
+	Candidates []Candidate
 	// PerConnection is decryption_mode=0: a fresh key schedule for each
 	// connection, as stock does. Otherwise each decrypt goroutine keys once
 	// at start and only starts a new CFB register per connection.
 	PerConnection bool
 	// PayloadLengths are payload_length, ascending; nil means 512 and 4096.
 	PayloadLengths []int
+}
+
+// Candidate is one secret a connection may be encrypted with: a method and
+// its password.
+type Candidate struct {
+	// Name names it in metrics and logs (conf.Secret.Name); never the
+	// password.
+	Name     string
+	Method   int
+	Engine   cipher.Engine // as CipherConfig.Engine
+	Password []byte
+	// Networks are where a client may connect from with it; nil: anywhere.
+	Networks []netip.Prefix
+	// Rights refuses the results its identity may not submit; nil allows
+	// every result.
+	Rights *identities.Identity
+}
+
+// candidates are c's secrets: Candidates, or the one of Method, Engine and
+// Password.
+func (c CipherConfig) candidates() []Candidate {
+	if len(c.Candidates) > 0 {
+		return c.Candidates
+	}
+	return []Candidate{{Method: c.Method, Engine: c.Engine, Password: c.Password}}
 }
 
 // packetSizes are the data packet sizes c accepts, ascending.
@@ -54,22 +88,60 @@ func (c CipherConfig) packetSizes() []int {
 	return slices.Compact(sizes)
 }
 
-// callsC reports whether c's engine is libmcrypt, whose every Decrypt is a
-// cgo call.
+// callsC reports whether one of c's engines is libmcrypt, whose every
+// Decrypt is a cgo call.
 func (c CipherConfig) callsC() bool {
-	return c.Engine != nil && c.Engine.Kind() == cipher.EngineLibmcrypt
+	for _, k := range c.candidates() {
+		if callsC(k.Engine) {
+			return true
+		}
+	}
+	return false
 }
+
+func callsC(e cipher.Engine) bool { return e != nil && e.Kind() == cipher.EngineLibmcrypt }
 
 // decrypter is one decrypt goroutine's state.
 type decrypter struct {
-	cfg    CipherConfig
-	xor    *codec.XORKey
-	engine cipher.Engine // nil for methods 0 and 1
-	shared cipher.Key    // decryption_mode=1: keyed once for all this goroutine's connections
-	callsC bool          // the engine is libmcrypt's: every Decrypt is a cgo call
-	sizes  []int         // accepted packet sizes, ascending
-	stats  *counters.Stats
-	log    *counters.RateLog
+	cfg   CipherConfig
+	cands []keyed // the secrets, in the order they are tried
+	// scratch holds a trial's plaintext (see trial), order the candidates
+	// that may serve a connection, most specific first, and rank their
+	// specificity; nil with one secret for every address.
+	scratch     []byte
+	order, rank []int
+	nobody      keyed        // serves a connection no candidate may serve, to be refused
+	state       cipher.State // a trial's CFB register
+	sizes       []int        // accepted packet sizes, ascending
+	stats       *counters.Stats
+	log         *counters.RateLog
+	diag        *diagnose.Diagnoser
+	clients     *diagnose.Registry
+}
+
+// keyed is a Candidate ready to decrypt in one decrypt goroutine.
+type keyed struct {
+	Candidate
+	xor *codec.XORKey
+	// shared is keyed once for all this goroutine's connections: in
+	// decryption_mode 1, and for trials.
+	shared cipher.Key
+	callsC bool   // the engine is libmcrypt's: every Decrypt is a cgo call
+	method string // the method's name, for /clients
+	// matches counts the connections whose first packet it decrypted;
+	// refused the results refused for want of Rights.
+	matches, refused *atomic.Uint64
+}
+
+// trialDecrypt decrypts buf, at offset within a packet, continuing the
+// stream in st, with the goroutine's shared key.
+func (k *keyed) trialDecrypt(st *cipher.State, iv, buf []byte, offset int) {
+	switch {
+	case k.Method == 1:
+		k.xor.Apply(buf, iv, offset) // XOR restarts with every packet
+	case k.Engine != nil:
+		k.shared.Decrypt(st, buf)
+	}
 }
 
 // StartDecrypt runs n decrypt goroutines. Connections are sharded over them,
@@ -87,6 +159,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 			closeDecrypters(ds)
 			return err
 		}
+		d.diag, d.clients = env.Diagnose, env.Clients
 		ds[i] = d
 	}
 	startSharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
@@ -99,24 +172,51 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 }
 
 // newDecrypter is one decrypt goroutine's state for cfg, keyed already in
-// decryption_mode 1.
+// decryption_mode 1 and, with several secrets, for their trials.
 func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
-	d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password), engine: cfg.Engine,
-		sizes: cfg.packetSizes(), callsC: cfg.callsC()}
-	if d.engine != nil && !cfg.PerConnection {
-		k, err := d.engine.NewKey()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCipher, err)
+	cands := cfg.candidates()
+	d := &decrypter{cfg: cfg, stats: stats, log: log, sizes: cfg.packetSizes(), cands: make([]keyed, len(cands))}
+	if len(cands) > 1 || cands[0].Networks != nil {
+		d.scratch = make([]byte, d.sizes[len(d.sizes)-1])
+		d.order, d.rank = make([]int, 0, len(cands)), make([]int, len(cands))
+	}
+	for i, c := range cands {
+		k := &d.cands[i]
+		k.Candidate, k.xor, k.callsC = c, codec.NewXORKey(c.Password), callsC(c.Engine)
+		if m, ok := conf.MethodByNumber(c.Method); ok {
+			k.method = conf.NameOf(m)
 		}
-		d.shared = k
+		if c.Name != "" {
+			k.matches = stats.SecretMatches(c.Name)
+		}
+		if c.Rights != nil {
+			k.refused = stats.IdentityRefused(c.Rights.Name)
+		}
+		if c.Engine != nil && (!cfg.PerConnection || len(cands) > 1) {
+			key, err := c.Engine.NewKey()
+			if err != nil {
+				d.close()
+				return nil, fmt.Errorf("%w: %s: %w", ErrCipher, c.Name, err)
+			}
+			k.shared = key
+		}
 	}
 	return d, nil
 }
 
+// close releases the goroutine's keys.
+func (d *decrypter) close() {
+	for i := range d.cands {
+		if k := d.cands[i].shared; k != nil {
+			k.Close()
+		}
+	}
+}
+
 func closeDecrypters(ds []*decrypter) {
 	for _, d := range ds {
-		if d != nil && d.shared != nil {
-			d.shared.Close()
+		if d != nil {
+			d.close()
 		}
 	}
 }
@@ -149,7 +249,26 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64,
 	if c.discard {
 		return
 	}
-	if d.engine != nil {
+	if int(c.headN) < len(c.head) {
+		c.headN += uint8(copy(c.head[c.headN:], buf))
+	}
+	if c.sec == nil {
+		if d.order == nil {
+			c.sec = &d.cands[0]
+		} else if buf = d.choose(ctx, c, buf, readAt, out); len(buf) == 0 {
+			return
+		}
+	}
+	d.feedDecided(ctx, c, buf, readAt, out)
+}
+
+// feedDecided is feed for a connection whose secret is known.
+func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
+	if c.discard {
+		return
+	}
+	sec := c.sec
+	if sec.Engine != nil {
 		start := time.Now()
 		d.decryptSliced(c, buf)
 		took := time.Since(start)
@@ -169,8 +288,8 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64,
 		n := min(target-c.curN, len(buf))
 		seg := c.cur[c.curN : c.curN+n]
 		copy(seg, buf[:n])
-		if d.cfg.Method == 1 {
-			d.xor.Apply(seg, c.IV[:], c.curN) // XOR restarts with every packet
+		if sec.Method == 1 {
+			sec.xor.Apply(seg, c.IV[:], c.curN) // XOR restarts with every packet
 		}
 		c.curN += n
 		buf = buf[n:]
@@ -178,11 +297,11 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64,
 			return
 		}
 		if c.packetSize == 0 {
-			size, decided := d.decideSize(c.cur[:c.curN])
+			size, decided, valid := d.decideSize(c.cur[:c.curN])
 			if !decided {
 				continue
 			}
-			c.packetSize = size
+			c.packetSize, c.firstBad = size, !valid
 			// A wrong version at the start means a wrong password or method:
 			// validation rejects that first packet, and the rest of the
 			// stream cannot be framed into checks, so it is not counted as
@@ -227,12 +346,15 @@ func (d *decrypter) nextSize(n int) int {
 // waiting for bytes that a client with the wrong password or a short-packet
 // client will never send. At the largest size the packet is passed on as it
 // is, for validation to reject.
-func (d *decrypter) decideSize(first []byte) (size int, decided bool) {
+func (d *decrypter) decideSize(first []byte) (size int, decided, valid bool) {
 	n := len(first)
-	if codec.Valid(first) || int16(binary.BigEndian.Uint16(first)) != codec.Version || n >= d.sizes[len(d.sizes)-1] {
-		return n, true
+	if codec.Valid(first) {
+		return n, true, true
 	}
-	return 0, false
+	if int16(binary.BigEndian.Uint16(first)) != codec.Version || n >= d.sizes[len(d.sizes)-1] {
+		return n, true, false
+	}
+	return 0, false, false
 }
 
 // cgoSlice is the most one libmcrypt call decrypts: about 6 ms of 3DES, the
@@ -249,7 +371,7 @@ const cgoSlice = 4 << 10
 // moves the P's schedule tick, which a decrypt goroutine that never waits
 // for input would not.
 func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
-	if !d.callsC {
+	if !c.sec.callsC {
 		d.decrypt(c, buf)
 		return
 	}
@@ -266,14 +388,14 @@ func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
 // goroutine's in mode 1. If no key can be made, buf stays as it is and the
 // error is kept for validation to report with the packet it spoils.
 func (d *decrypter) decrypt(c *Conn, buf []byte) {
-	k := d.shared
+	k := c.sec.shared
 	if d.cfg.PerConnection {
 		if c.key == nil {
 			if c.cipherErr != nil {
 				return
 			}
 			var err error
-			if c.key, err = d.engine.NewKey(); err != nil {
+			if c.key, err = c.sec.Engine.NewKey(); err != nil {
 				c.cipherErr = err
 				return
 			}
@@ -281,7 +403,7 @@ func (d *decrypter) decrypt(c *Conn, buf []byte) {
 		k = c.key
 	}
 	if !c.streaming {
-		c.stream.Start(d.engine, c.IV[:])
+		c.stream.Start(c.sec.Engine, c.IV[:])
 		c.streaming = true
 	}
 	k.Decrypt(&c.stream, buf)
@@ -298,6 +420,9 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 	}
 	switch {
 	case c.curN == 0 || c.discard:
+		if c.firstBad || c.unmatched {
+			d.diagnose(c, "no secret decrypts its first packet")
+		}
 	case c.bytesRead == uint64(c.curN):
 		// Every byte the connection sent is in this unfinished packet: it
 		// never sent one whole packet (a slowloris, a port scanner, garbage).
@@ -308,7 +433,12 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		if why != "timeout" { // the read stage has logged a timeout already
 			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
 		}
+		d.clients.Failed(c.Peer.Addr().Unmap(), fmt.Sprintf("connection ended (%s) after %d bytes, before a whole packet", why, c.curN))
+		d.diagnose(c, "ended ("+why+") before a whole packet")
 	default:
+		if c.firstBad || c.unmatched {
+			d.diagnose(c, "no secret decrypts its first packet")
+		}
 		d.stats.Received.Add(1)
 		size := c.packetSize
 		if size == 0 {
@@ -324,4 +454,14 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		c.key.Close()
 		c.key = nil
 	}
+}
+
+// diagnose hands c, which ended without a valid first packet, to the
+// diagnosis, which works out why off the hot path.
+func (d *decrypter) diagnose(c *Conn, why string) {
+	if d.diag == nil {
+		return
+	}
+	d.diag.Submit(diagnose.Event{Addr: c.Peer.Addr().Unmap(), IV: c.IV, InitTime: c.InitTime,
+		Head: append([]byte(nil), c.head[:c.headN]...), Total: c.bytesRead, Why: why})
 }

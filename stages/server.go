@@ -14,6 +14,7 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -104,13 +105,25 @@ func CipherOf(cfg *conf.Config) (CipherConfig, error) {
 	if err != nil {
 		return CipherConfig{}, fmt.Errorf("%w: decryption_engine=%s: %w", ErrCipher, choice.Asked, err)
 	}
-	return CipherConfig{
+	cc := CipherConfig{
 		Method:         cfg.DecryptionMethod,
 		Engine:         choice.Engine,
 		Password:       []byte(cfg.Password),
 		PerConnection:  cfg.DecryptionMode == 0,
 		PayloadLengths: cfg.PayloadLengths,
-	}, nil
+	}
+	secrets, err := cfg.Secrets()
+	if err != nil {
+		return CipherConfig{}, fmt.Errorf("%w: %w", ErrCipher, err)
+	}
+	if len(secrets) > 1 || len(cfg.MoreMethods) > 0 || cfg.PasswordFile != "" || cfg.IdentitiesFile != "" {
+		// Named even when one is left, so that its matches are counted.
+		for _, s := range secrets {
+			cc.Candidates = append(cc.Candidates, Candidate{Name: s.Name, Method: s.Method.Number, Engine: s.Choice.Engine,
+				Password: s.Password, Networks: s.Networks, Rights: s.Rights})
+		}
+	}
+	return cc, nil
 }
 
 // New checks the config and builds a server on already listening sockets
@@ -173,7 +186,12 @@ func (s *Server) run(inetdFD int) error {
 	packets := make(chan Packet, depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
-	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress}
+	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: diagnose.Clients,
+		Logf: func(key, format string, args ...any) {
+			s.log.Eventf("were diagnosed (see /clients)", key, format, args...)
+		}})
+	defer diag.Close()
+	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
 	for i, ch := range []func() int{
 		func() int { return len(conns) }, func() int { return len(chunks) },
 		func() int { return len(packets) }, func() int { return len(items) },
@@ -249,6 +267,15 @@ func (s *Server) run(inetdFD int) error {
 // Replaced tells the server that a reload replaces it, before its
 // Shutdown: its last line then says so rather than read as a stop.
 func (s *Server) Replaced() { s.replaced.Store(true) }
+
+// diagSecrets are the secrets the diagnosis compares a client's packets with.
+func (s *Server) diagSecrets() []diagnose.Secret {
+	var out []diagnose.Secret
+	for _, c := range s.cipher.candidates() {
+		out = append(out, diagnose.Secret{Name: c.Name, Method: c.Method, Password: c.Password, Networks: c.Networks})
+	}
+	return out
+}
 
 // OnProgress has fn called, without blocking the pipeline, after each
 // batch of results a destination is done with. Call it before Run.

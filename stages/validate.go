@@ -13,7 +13,10 @@ import (
 
 	"github.com/golang/glog"
 
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/diagnose"
+	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -22,6 +25,7 @@ var (
 	ErrStale         = errors.New("stages: stale packet")
 	ErrTooManyChecks = errors.New("stages: too many checks on one connection")
 	ErrSpoofed       = errors.New("stages: host name does not resolve to the peer address")
+	ErrUnmatched     = errors.New("stages: no secret this client may use decrypts its packet")
 )
 
 // ValidateConfig are the validate stage's settings.
@@ -45,7 +49,7 @@ type ValidateConfig struct {
 // StartValidate runs n validate goroutines, sharded by connection so that
 // one client's results keep their order, and closes out when done.
 func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, cfg ValidateConfig, env Env) error {
-	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log}
+	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log, clients: env.Clients}
 	startSharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p Packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan Packet) {
 			for p := range in {
@@ -65,10 +69,11 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 }
 
 type validator struct {
-	cfg   ValidateConfig
-	stats *counters.Stats
-	log   *counters.RateLog
-	dns   dnsCache
+	cfg     ValidateConfig
+	stats   *counters.Stats
+	log     *counters.RateLog
+	dns     dnsCache
+	clients *diagnose.Registry // nil: not recorded
 }
 
 // short counts the incomplete packet a connection ended with: the tail of a
@@ -99,7 +104,22 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		v.reject(c, reason, err)
 		return sink.Item{}, false
 	}
+	if c.checks == 1 && c.sec != nil {
+		if c.sec.matches != nil {
+			c.sec.matches.Add(1)
+		}
+		v.clients.Seen(c.Peer.Addr().Unmap(), c.sec.Name, c.sec.method)
+	}
 	r := codec.Decode(p.Data)
+	if k := c.sec; k != nil && k.Rights != nil && !v.authorized(k.Rights, r) {
+		// Refused like a spoofed host: the check, not the connection.
+		v.stats.Dropped(counters.DropUnauthorized).Add(1)
+		k.refused.Add(1)
+		v.log.Eventf("sent results outside their identity's rights", c.Peer.Addr().String(),
+			"refused check from %s: identity %q (%s) may not submit results for host %q service %q",
+			c.Peer, k.Rights.Name, k.Rights.Where, r.Host, r.Service)
+		return sink.Item{}, false
+	}
 	if v.cfg.StrictSpoofing && !v.hostMatchesPeer(r.Host, c) {
 		// Stock drops the check but keeps the connection.
 		v.stats.Dropped(counters.DropSpoofed).Add(1)
@@ -129,6 +149,9 @@ func (v *validator) verify(p Packet, now time.Time) (string, error) {
 		}
 		return counters.DropBadVersion, err
 	}
+	if c.unmatched {
+		return counters.DropBadCRC, ErrUnmatched
+	}
 	if v.cfg.MaxPacketAge > 0 {
 		ts := int64(codec.TimestampOf(p.Data))
 		age := now.Unix() - ts
@@ -156,6 +179,7 @@ var rejectSummary = map[string]string{
 func (v *validator) reject(c *Conn, reason string, err error) {
 	v.stats.Dropped(reason).Add(1)
 	c.rejected.Store(true)
+	v.clients.Failed(c.Peer.Addr().Unmap(), err.Error())
 	v.log.Eventf(rejectSummary[reason], c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
 	c.requestClose()
 }
@@ -213,4 +237,11 @@ func (d *dnsCache) lookup(host string) []netip.Addr {
 	d.entries[host] = dnsEntry{addrs: addrs, expires: now.Add(dnsTTL)}
 	d.mu.Unlock()
 	return addrs
+}
+
+// authorized says whether id may submit r, matched as nsca-ng matches the
+// external command, with the output escaped as stock escapes it.
+func (v *validator) authorized(id *identities.Identity, r codec.Result) bool {
+	out, _ := dialect.Nagios.AppendCommand(nil, r.Output, r.Service == "")
+	return id.AllowsResult(r.Host, r.Service, r.ReturnCode, string(out))
 }

@@ -14,6 +14,7 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // Server is one pipeline as a run mode drives it: Run serves until the
@@ -172,6 +173,7 @@ func (a *App) serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot, 
 	}))
 	mux.Handle("/healthz", counters.HealthHandler())
 	mux.Handle("/readyz", counters.ReadyHandler(a.serving.Load, snapshot))
+	mux.Handle("/clients", diagnose.Clients.Handler())
 	go func() {
 		glog.Infof("metrics on http://%s/metrics", cfg.MetricsAddress)
 		if err := http.ListenAndServe(cfg.MetricsAddress, mux); err != nil {

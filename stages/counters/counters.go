@@ -19,13 +19,14 @@ const (
 	DropAfterReject   = "after_reject"
 	DropTooManyChecks = "too_many_checks"
 	DropSpoofed       = "spoofed_host"
+	DropUnauthorized  = "unauthorized" // outside the rights of the identity that sent it
 	DropSink          = "sink_failed"
 	DropShutdown      = "shutdown"
 )
 
 // DropReasons lists every drop reason, so that the metrics show each one
 // at zero from the start.
-var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown}
+var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized}
 
 // Stats are the daemon's counters. They are updated with atomics from every
 // stage, so reading them never stops the pipeline.
@@ -72,12 +73,15 @@ type Stats struct {
 	fellBack   map[string]*atomic.Uint64
 	sinkDown   map[string]*atomic.Uint64
 	durable    map[string]func() DurableQueue // see RegisterDurable
+	secrets    map[string]*atomic.Uint64      // see SecretMatches
+	refused    map[string]*atomic.Uint64      // see IdentityRefused
 }
 
 // NewStats returns zeroed counters.
 func NewStats() *Stats {
 	return &Stats{emitted: map[string]*atomic.Uint64{}, dropped: map[string]*atomic.Uint64{},
-		sinkErrors: map[string]*atomic.Uint64{}, fellBack: map[string]*atomic.Uint64{}, sinkDown: map[string]*atomic.Uint64{}}
+		sinkErrors: map[string]*atomic.Uint64{}, fellBack: map[string]*atomic.Uint64{}, sinkDown: map[string]*atomic.Uint64{},
+		secrets: map[string]*atomic.Uint64{}, refused: map[string]*atomic.Uint64{}}
 }
 
 func (s *Stats) counter(m map[string]*atomic.Uint64, key string) *atomic.Uint64 {
@@ -116,6 +120,16 @@ func (s *Stats) FellBack(sink string) *atomic.Uint64 { return s.counter(s.fellBa
 // before any, its probe at start) failed, 0 once it takes results.
 func (s *Stats) SinkDown(sink string) *atomic.Uint64 { return s.counter(s.sinkDown, sink) }
 
+// SecretMatches returns the counter of connections whose first packet the
+// named secret decrypted (a conf.Secret's name, never the password).
+func (s *Stats) SecretMatches(secret string) *atomic.Uint64 { return s.counter(s.secrets, secret) }
+
+// IdentityRefused returns the counter of results the named identity sent
+// and has no right to.
+func (s *Stats) IdentityRefused(identity string) *atomic.Uint64 {
+	return s.counter(s.refused, identity)
+}
+
 // Snapshot is a consistent-enough copy of the counters for logging and tests.
 type Snapshot struct {
 	Connections, Refused, Received uint64
@@ -130,6 +144,10 @@ type Snapshot struct {
 	// SinkDown is, per sink, how many pipelines find it failing: a gauge.
 	SinkDown map[string]uint64 `json:",omitempty"`
 	Latency  LatencySnapshot
+	// SecretMatches and IdentityRefused are by secret and by identity
+	// name; see Stats.SecretMatches and Stats.IdentityRefused.
+	SecretMatches   map[string]uint64 `json:",omitempty"`
+	IdentityRefused map[string]uint64 `json:",omitempty"`
 	// Durable holds each destination's durable disk queue, when
 	// queue_directory is set.
 	Durable map[string]DurableQueue `json:",omitempty"`
@@ -164,6 +182,8 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.SinkErrors = load(s.sinkErrors)
 	snap.FellBack = load(s.fellBack)
 	snap.SinkDown = load(s.sinkDown)
+	snap.SecretMatches = load(s.secrets)
+	snap.IdentityRefused = load(s.refused)
 	snap.Durable = s.readDurable()
 	return snap
 }
@@ -277,6 +297,8 @@ func (s *Snapshot) Add(o Snapshot) {
 	addInto(&s.FellBack, o.FellBack)
 	addInto(&s.SinkDown, o.SinkDown)
 	s.Latency.add(o.Latency)
+	addInto(&s.SecretMatches, o.SecretMatches)
+	addInto(&s.IdentityRefused, o.IdentityRefused)
 	addInto(&s.Queues, o.Queues)
 	addDurable(&s.Durable, o.Durable)
 }

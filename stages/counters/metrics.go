@@ -195,6 +195,8 @@ var (
 	descFDs         = processDesc("open_fds", "Open file descriptors, summed over the supervisor and its workers.")
 	descStart       = processDesc("start_time_seconds", "Unix time the daemon's main process started.")
 	descProcs       = desc("processes", "Processes of the daemon running: the supervisor and its workers, or 1.")
+	descSecrets     = desc("secret_matches_total", "Connections whose first packet a secret decrypted, by secret: password/METHOD, password_file:LINE/METHOD or an identity's name (never the password).", "secret")
+	descIdentity    = desc("identity_refused_total", "Results refused because the identity that sent them has no right to them (identities_file), by identity.", "identity")
 )
 
 // collect writes the current values.
@@ -271,4 +273,6 @@ func (c *collector) collect(e *exposition) {
 		e.sample(descStart, "gauge", p.StartTimeUnix, nil)
 		gauge(descProcs, p.Processes)
 	}
+	counterFamily(descSecrets, s.SecretMatches)
+	counterFamily(descIdentity, s.IdentityRefused)
 }
