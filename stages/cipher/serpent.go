@@ -115,7 +115,7 @@ func newSerpentBulk(key []byte) (bulk, error) {
 	}
 	clear(w[:])
 	clear(k[:])
-	return s, nil
+	return newGroupBulk(s, 16, 64), nil
 }
 
 func (s *serpentBulk) wipe() { *s = serpentBulk{} }
@@ -164,20 +164,6 @@ func (s *serpentBulk) group(src []byte) {
 		t = (m ^ m>>28) & 0x00000000F0F0F0F0
 		m ^= t ^ t<<28
 		binary.LittleEndian.PutUint64(out[8*g:], binary.LittleEndian.Uint64(out[8*g:])^m)
-	}
-}
-
-func (s *serpentBulk) tail(buf []byte) {
-	hi := len(buf) // one past the highest position left
-	for ; hi-64 >= 16; hi -= 64 {
-		s.group(buf[hi-80 : hi])
-	}
-	if hi > 16 {
-		// Fewer than 64 left: run a zero-padded copy, keep what is real.
-		var loc [80]byte
-		n := copy(loc[:], buf[:hi])
-		s.group(loc[:])
-		copy(buf[16:hi], loc[16:n])
 	}
 }
 
