@@ -63,7 +63,7 @@ func newCAST256Bulk(key []byte) (bulk, error) {
 		}
 	}
 	clear(k[:])
-	return c, nil
+	return newGroupBulk(c, 16, 2), nil
 }
 
 func (c *cast256Bulk) wipe() { *c = cast256Bulk{} }
@@ -74,38 +74,14 @@ func cast256Load(b []byte) (uint32, uint32, uint32, uint32) {
 		binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:])
 }
 
-// one returns byte 0 of the encryption of block b.
-func (c *cast256Bulk) one(b []byte) byte {
-	s := &castS
-	w0, w1, w2, w3 := cast256Load(b)
-	for i := range 6 {
-		q := &c.q[i]
-		w2 ^= castF1(s, w3, q.km[0], q.kr[0])
-		w1 ^= castF2(s, w2, q.km[1], q.kr[1])
-		w0 ^= castF3(s, w1, q.km[2], q.kr[2])
-		w3 ^= castF1(s, w0, q.km[3], q.kr[3])
-	}
-	for i := 6; i < 11; i++ {
-		q := &c.q[i]
-		w3 ^= castF1(s, w0, q.km[3], q.kr[3])
-		w0 ^= castF3(s, w1, q.km[2], q.kr[2])
-		w1 ^= castF2(s, w2, q.km[1], q.kr[1])
-		w2 ^= castF1(s, w3, q.km[0], q.kr[0])
-	}
-	q := &c.q[11]
-	w3 ^= castF1(s, w0, q.km[3], q.kr[3])
-	w0 ^= castF3(s, w1, q.km[2], q.kr[2])
-	return byte(w0)
-}
-
-// two is one for the two blocks at b[0:16] and b[1:17], step by step, so
+// group encrypts the two registers w[0:16] and w[1:17], step by step, so
 // that their table loads overlap. (Four blocks need more registers than
 // amd64 has, and run no faster.)
-func (c *cast256Bulk) two(b []byte) (byte, byte) {
+func (c *cast256Bulk) group(w []byte) {
 	s := &castS
-	_ = b[16]
-	a0, a1, a2, a3 := cast256Load(b[0:16])
-	b0, b1, b2, b3 := cast256Load(b[1:17])
+	w = w[:18]
+	a0, a1, a2, a3 := cast256Load(w[0:16])
+	b0, b1, b2, b3 := cast256Load(w[1:17])
 	for i := range 6 {
 		q := &c.q[i]
 		a2 ^= castF1(s, a3, q.km[0], q.kr[0])
@@ -133,18 +109,6 @@ func (c *cast256Bulk) two(b []byte) (byte, byte) {
 	b3 ^= castF1(s, b0, q.km[3], q.kr[3])
 	a0 ^= castF3(s, a1, q.km[2], q.kr[2])
 	b0 ^= castF3(s, b1, q.km[2], q.kr[2])
-	return byte(a0), byte(b0)
-}
-
-func (c *cast256Bulk) tail(buf []byte) {
-	i := len(buf) // one past the highest position left
-	for ; i-2 >= 16; i -= 2 {
-		p := i - 2
-		k0, k1 := c.two(buf[p-16 : p+1])
-		buf[p] ^= k0
-		buf[p+1] ^= k1
-	}
-	if i > 16 {
-		buf[i-1] ^= c.one(buf[i-17 : i-1])
-	}
+	w[16] ^= byte(a0)
+	w[17] ^= byte(b0)
 }
