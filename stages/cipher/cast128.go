@@ -104,15 +104,13 @@ func newCAST128Bulk(key []byte) (bulk, error) {
 	}
 	clear(w[:])
 	clear(k[:])
-	return c, nil
+	return newGroupBulk(c, 8, 4), nil
 }
 
 func (c *cast128Bulk) wipe() {
 	clear(c.km[:])
 	clear(c.kr[:])
 }
-
-func (c *cast128Bulk) tail(buf []byte) { tail64(c, buf) }
 
 // The three round functions of RFC 2144, 2.2, which RFC 2612 (2.2) keeps:
 // d is the data word, m and r the masking and rotation keys, s S1..S4.
@@ -134,10 +132,7 @@ func castF3(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
 // four runs the 16 rounds on four blocks. The output is R16 L16 and its first
 // byte the top of R16, which the last round makes, so all rounds run.
 func (c *cast128Bulk) four(x0, x1, x2, x3 uint64) uint32 {
-	l0, r0 := uint32(x0>>32), uint32(x0)
-	l1, r1 := uint32(x1>>32), uint32(x1)
-	l2, r2 := uint32(x2>>32), uint32(x2)
-	l3, r3 := uint32(x3>>32), uint32(x3)
+	l0, r0, l1, r1, l2, r2, l3, r3 := split4(x0, x1, x2, x3)
 	km, kr, s := &c.km, &c.kr, &c.s
 	// Rounds 1..15 in threes (f1, f2, f3), the halves trading places after
 	// every round: after three rounds they are swapped once overall.
@@ -168,7 +163,7 @@ func (c *cast128Bulk) four(x0, x1, x2, x3 uint64) uint32 {
 	l1 ^= castF1(s, r1, m, r)
 	l2 ^= castF1(s, r2, m, r)
 	l3 ^= castF1(s, r3, m, r)
-	return l0>>24 | l1>>24<<8 | l2>>24<<16 | l3>>24<<24
+	return tops4(l0, l1, l2, l3)
 }
 
 // castS are the S-boxes S1..S4 of RFC 2144, Appendix A, which RFC 2612's

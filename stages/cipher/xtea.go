@@ -32,21 +32,17 @@ func newXTEABulk(key []byte) (bulk, error) {
 		sum += xteaDelta
 		x.rk[2*c+1] = sum + k[sum>>11&3]
 	}
-	return x, nil
+	return newGroupBulk(x, 8, 4), nil
 }
 
-func (x *xteaBulk) wipe()           { clear(x.rk[:]) }
-func (x *xteaBulk) tail(buf []byte) { tail64(x, buf) }
+func (x *xteaBulk) wipe() { clear(x.rk[:]) }
 
 func xteaMix(v uint32) uint32 { return (v<<4 ^ v>>5) + v }
 
 // four runs the cycles on four blocks; the first output byte is the top of
 // v0, so the last half-cycle, which only changes v1, is left out.
 func (x *xteaBulk) four(b0, b1, b2, b3 uint64) uint32 {
-	a0, c0 := uint32(b0>>32), uint32(b0)
-	a1, c1 := uint32(b1>>32), uint32(b1)
-	a2, c2 := uint32(b2>>32), uint32(b2)
-	a3, c3 := uint32(b3>>32), uint32(b3)
+	a0, c0, a1, c1, a2, c2, a3, c3 := split4(b0, b1, b2, b3)
 	rk := &x.rk
 	for r := 0; r < 62; r += 2 {
 		k := rk[r]
@@ -65,5 +61,5 @@ func (x *xteaBulk) four(b0, b1, b2, b3 uint64) uint32 {
 	a1 += xteaMix(c1) ^ k
 	a2 += xteaMix(c2) ^ k
 	a3 += xteaMix(c3) ^ k
-	return a0>>24 | a1>>24<<8 | a2>>24<<16 | a3>>24<<24
+	return tops4(a0, a1, a2, a3)
 }
