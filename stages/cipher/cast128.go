@@ -2,7 +2,6 @@ package cipher
 
 import (
 	"encoding/binary"
-	"errors"
 	"math/bits"
 )
 
@@ -74,12 +73,9 @@ type cast128Bulk struct {
 }
 
 func newCAST128Bulk(key []byte) (bulk, error) {
-	if len(key) != 16 {
-		return nil, errors.New("cast-128 key is not 16 bytes")
-	}
 	var w [8]uint32
-	for i := range 4 {
-		w[i] = binary.BigEndian.Uint32(key[4*i:])
+	if err := keyWords("cast-128", key, w[:4], binary.BigEndian); err != nil {
+		return nil, err
 	}
 	at := func(b uint8) byte { return byte(w[b>>2] >> (24 - 8*(b&3))) }
 	var k [32]uint32

@@ -2,7 +2,6 @@ package cipher
 
 import (
 	"encoding/binary"
-	"errors"
 )
 
 // CAST-256, written from RFC 2612 for NSCA's 256-bit key. libmcrypt's
@@ -25,12 +24,9 @@ type cast256Bulk struct {
 }
 
 func newCAST256Bulk(key []byte) (bulk, error) {
-	if len(key) != 32 {
-		return nil, errors.New("cast-256 key is not 32 bytes")
-	}
 	var k [8]uint32
-	for i := range k {
-		k[i] = binary.LittleEndian.Uint32(key[4*i:])
+	if err := keyWords("cast-256", key, k[:], binary.LittleEndian); err != nil {
+		return nil, err
 	}
 	c := &cast256Bulk{}
 	cm, cr := uint32(0x5A827999), uint8(19) // 2^30 sqrt(2); the RFC's Cr

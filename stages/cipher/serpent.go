@@ -2,7 +2,6 @@ package cipher
 
 import (
 	"encoding/binary"
-	"errors"
 	"math/bits"
 )
 
@@ -61,12 +60,9 @@ func serpentAdjust(k *[4]uint32) {
 }
 
 func newSerpentBulk(key []byte) (bulk, error) {
-	if len(key) != 32 {
-		return nil, errors.New("serpent key is not 32 bytes")
-	}
 	var w [8 + 132]uint32
-	for i := range 8 {
-		w[i] = binary.LittleEndian.Uint32(key[4*i:])
+	if err := keyWords("serpent", key, w[:8], binary.LittleEndian); err != nil {
+		return nil, err
 	}
 	for i := range 132 {
 		w[i+8] = bits.RotateLeft32(w[i]^w[i+3]^w[i+5]^w[i+7]^0x9e3779b9^uint32(i), 11)

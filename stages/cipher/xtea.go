@@ -2,7 +2,6 @@ package cipher
 
 import (
 	"encoding/binary"
-	"errors"
 )
 
 // XTEA (Needham and Wheeler, 1997) as libmcrypt's "xtea" runs it: 32 cycles,
@@ -18,12 +17,9 @@ type xteaBulk struct {
 }
 
 func newXTEABulk(key []byte) (bulk, error) {
-	if len(key) != 16 {
-		return nil, errors.New("xtea key is not 16 bytes")
-	}
 	var k [4]uint32
-	for i := range k {
-		k[i] = binary.BigEndian.Uint32(key[4*i:])
+	if err := keyWords("xtea", key, k[:], binary.BigEndian); err != nil {
+		return nil, err
 	}
 	x := &xteaBulk{}
 	var sum uint32
