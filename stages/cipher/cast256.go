@@ -70,36 +70,42 @@ func cast256Load(b []byte) (uint32, uint32, uint32, uint32) {
 		binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:])
 }
 
-// group encrypts the two registers w[0:16] and w[1:17], step by step, so
-// that their table loads overlap. (Four blocks need more registers than
-// amd64 has, and run no faster.)
+// cast256Q is the RFC's forward quad-round Q(q) on the block (a, b, c, d).
+func cast256Q(s *[4][256]uint32, q *cast256Key, a, b, c, d uint32) (uint32, uint32, uint32, uint32) {
+	c ^= castF1(s, d, q.km[0], q.kr[0])
+	b ^= castF2(s, c, q.km[1], q.kr[1])
+	a ^= castF3(s, b, q.km[2], q.kr[2])
+	d ^= castF1(s, a, q.km[3], q.kr[3])
+	return a, b, c, d
+}
+
+// cast256QBar is the RFC's reverse quad-round QBAR(q).
+func cast256QBar(s *[4][256]uint32, q *cast256Key, a, b, c, d uint32) (uint32, uint32, uint32, uint32) {
+	d ^= castF1(s, a, q.km[3], q.kr[3])
+	a ^= castF3(s, b, q.km[2], q.kr[2])
+	b ^= castF2(s, c, q.km[1], q.kr[1])
+	c ^= castF1(s, d, q.km[0], q.kr[0])
+	return a, b, c, d
+}
+
+// group encrypts the two registers w[0:16] and w[1:17] together, so that
+// their table loads overlap. (Four blocks need more registers than amd64
+// has, and run no faster.) The quad-rounds are calls, not inlined, and run
+// as fast as the two blocks' steps written out interleaved.
 func (c *cast256Bulk) group(w []byte) {
 	s := &castS
 	w = w[:18]
 	a0, a1, a2, a3 := cast256Load(w[0:16])
 	b0, b1, b2, b3 := cast256Load(w[1:17])
 	for i := range 6 {
-		q := &c.q[i]
-		a2 ^= castF1(s, a3, q.km[0], q.kr[0])
-		b2 ^= castF1(s, b3, q.km[0], q.kr[0])
-		a1 ^= castF2(s, a2, q.km[1], q.kr[1])
-		b1 ^= castF2(s, b2, q.km[1], q.kr[1])
-		a0 ^= castF3(s, a1, q.km[2], q.kr[2])
-		b0 ^= castF3(s, b1, q.km[2], q.kr[2])
-		a3 ^= castF1(s, a0, q.km[3], q.kr[3])
-		b3 ^= castF1(s, b0, q.km[3], q.kr[3])
+		a0, a1, a2, a3 = cast256Q(s, &c.q[i], a0, a1, a2, a3)
+		b0, b1, b2, b3 = cast256Q(s, &c.q[i], b0, b1, b2, b3)
 	}
 	for i := 6; i < 11; i++ {
-		q := &c.q[i]
-		a3 ^= castF1(s, a0, q.km[3], q.kr[3])
-		b3 ^= castF1(s, b0, q.km[3], q.kr[3])
-		a0 ^= castF3(s, a1, q.km[2], q.kr[2])
-		b0 ^= castF3(s, b1, q.km[2], q.kr[2])
-		a1 ^= castF2(s, a2, q.km[1], q.kr[1])
-		b1 ^= castF2(s, b2, q.km[1], q.kr[1])
-		a2 ^= castF1(s, a3, q.km[0], q.kr[0])
-		b2 ^= castF1(s, b3, q.km[0], q.kr[0])
+		a0, a1, a2, a3 = cast256QBar(s, &c.q[i], a0, a1, a2, a3)
+		b0, b1, b2, b3 = cast256QBar(s, &c.q[i], b0, b1, b2, b3)
 	}
+	// The last QBAR's first two steps: they make A.
 	q := &c.q[11]
 	a3 ^= castF1(s, a0, q.km[3], q.kr[3])
 	b3 ^= castF1(s, b0, q.km[3], q.kr[3])
