@@ -43,15 +43,13 @@ func newBlowfishBulk(key []byte) (bulk, error) {
 			b.s[i][j], b.s[i][j+1] = l, r
 		}
 	}
-	return b, nil
+	return newGroupBulk(b, 8, 4), nil
 }
 
 func (b *blowfishBulk) wipe() {
 	clear(b.p[:])
 	clear(b.s[:])
 }
-
-func (b *blowfishBulk) tail(buf []byte) { tail64(b, buf) }
 
 func (b *blowfishBulk) f(x uint32) uint32 {
 	s := &b.s
@@ -74,10 +72,7 @@ func (b *blowfishBulk) encrypt(l, r uint32) (uint32, uint32) {
 // the right half, so the last round's function, which only changes the left
 // half, is left out.
 func (b *blowfishBulk) four(x0, x1, x2, x3 uint64) uint32 {
-	l0, r0 := uint32(x0>>32), uint32(x0)
-	l1, r1 := uint32(x1>>32), uint32(x1)
-	l2, r2 := uint32(x2>>32), uint32(x2)
-	l3, r3 := uint32(x3>>32), uint32(x3)
+	l0, r0, l1, r1, l2, r2, l3, r3 := split4(x0, x1, x2, x3)
 	p := &b.p
 	for i := 0; i < 16; i += 2 {
 		k := p[i]
@@ -99,7 +94,7 @@ func (b *blowfishBulk) four(x0, x1, x2, x3 uint64) uint32 {
 		l3 ^= b.f(r3)
 	}
 	k := p[17]
-	return (r0^k)>>24 | (r1^k)>>24<<8 | (r2^k)>>24<<16 | (r3^k)>>24<<24
+	return tops4(r0^k, r1^k, r2^k, r3^k)
 }
 
 // blowfishInit is the initial P-array (18 words) and S-boxes S1..S4 (256

@@ -2,7 +2,6 @@ package cipher
 
 import (
 	"encoding/binary"
-	"errors"
 	"math/bits"
 )
 
@@ -74,20 +73,17 @@ type cast128Bulk struct {
 }
 
 func newCAST128Bulk(key []byte) (bulk, error) {
-	if len(key) != 16 {
-		return nil, errors.New("cast-128 key is not 16 bytes")
-	}
 	var w [8]uint32
-	for i := range 4 {
-		w[i] = binary.BigEndian.Uint32(key[4*i:])
+	if err := keyWords("cast-128", key, w[:4], binary.BigEndian); err != nil {
+		return nil, err
 	}
 	at := func(b uint8) byte { return byte(w[b>>2] >> (24 - 8*(b&3))) }
 	var k [32]uint32
 	n := 0
 	for range 2 {
 		for _, l := range cast128Schedule {
-			v := cast128S[4][at(l.b[0])] ^ cast128S[5][at(l.b[1])] ^ cast128S[6][at(l.b[2])] ^
-				cast128S[7][at(l.b[3])] ^ cast128S[l.extra][at(l.b[4])]
+			v := cast128KS[0][at(l.b[0])] ^ cast128KS[1][at(l.b[1])] ^ cast128KS[2][at(l.b[2])] ^
+				cast128KS[3][at(l.b[3])] ^ cast128KS[l.extra-4][at(l.b[4])]
 			if l.src == cast128None {
 				k[n] = v
 				n++
@@ -97,14 +93,14 @@ func newCAST128Bulk(key []byte) (bulk, error) {
 		}
 	}
 	c := &cast128Bulk{}
-	copy(c.s[:], cast128S[:4])
+	c.s = castS
 	copy(c.km[:], k[:16])
 	for i := range c.kr {
 		c.kr[i] = uint8(k[16+i] & 31)
 	}
 	clear(w[:])
 	clear(k[:])
-	return c, nil
+	return newGroupBulk(c, 8, 4), nil
 }
 
 func (c *cast128Bulk) wipe() {
@@ -112,20 +108,19 @@ func (c *cast128Bulk) wipe() {
 	clear(c.kr[:])
 }
 
-func (c *cast128Bulk) tail(buf []byte) { tail64(c, buf) }
-
-// The three round functions of RFC 2144, 2.2.
-func cast128F1(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
+// The three round functions of RFC 2144, 2.2, which RFC 2612 (2.2) keeps:
+// d is the data word, m and r the masking and rotation keys, s S1..S4.
+func castF1(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
 	i := bits.RotateLeft32(m+d, int(r))
 	return (s[0][byte(i>>24)] ^ s[1][byte(i>>16)] - s[2][byte(i>>8)]) + s[3][byte(i)]
 }
 
-func cast128F2(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
+func castF2(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
 	i := bits.RotateLeft32(m^d, int(r))
 	return (s[0][byte(i>>24)] - s[1][byte(i>>16)] + s[2][byte(i>>8)]) ^ s[3][byte(i)]
 }
 
-func cast128F3(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
+func castF3(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
 	i := bits.RotateLeft32(m-d, int(r))
 	return (s[0][byte(i>>24)] + s[1][byte(i>>16)] ^ s[2][byte(i>>8)]) - s[3][byte(i)]
 }
@@ -133,29 +128,26 @@ func cast128F3(s *[4][256]uint32, d, m uint32, r uint8) uint32 {
 // four runs the 16 rounds on four blocks. The output is R16 L16 and its first
 // byte the top of R16, which the last round makes, so all rounds run.
 func (c *cast128Bulk) four(x0, x1, x2, x3 uint64) uint32 {
-	l0, r0 := uint32(x0>>32), uint32(x0)
-	l1, r1 := uint32(x1>>32), uint32(x1)
-	l2, r2 := uint32(x2>>32), uint32(x2)
-	l3, r3 := uint32(x3>>32), uint32(x3)
+	l0, r0, l1, r1, l2, r2, l3, r3 := split4(x0, x1, x2, x3)
 	km, kr, s := &c.km, &c.kr, &c.s
 	// Rounds 1..15 in threes (f1, f2, f3), the halves trading places after
 	// every round: after three rounds they are swapped once overall.
 	for i := 0; i < 15; i += 3 {
 		m, r := km[i], kr[i]
-		l0 ^= cast128F1(s, r0, m, r)
-		l1 ^= cast128F1(s, r1, m, r)
-		l2 ^= cast128F1(s, r2, m, r)
-		l3 ^= cast128F1(s, r3, m, r)
+		l0 ^= castF1(s, r0, m, r)
+		l1 ^= castF1(s, r1, m, r)
+		l2 ^= castF1(s, r2, m, r)
+		l3 ^= castF1(s, r3, m, r)
 		m, r = km[i+1], kr[i+1]
-		r0 ^= cast128F2(s, l0, m, r)
-		r1 ^= cast128F2(s, l1, m, r)
-		r2 ^= cast128F2(s, l2, m, r)
-		r3 ^= cast128F2(s, l3, m, r)
+		r0 ^= castF2(s, l0, m, r)
+		r1 ^= castF2(s, l1, m, r)
+		r2 ^= castF2(s, l2, m, r)
+		r3 ^= castF2(s, l3, m, r)
 		m, r = km[i+2], kr[i+2]
-		l0 ^= cast128F3(s, r0, m, r)
-		l1 ^= cast128F3(s, r1, m, r)
-		l2 ^= cast128F3(s, r2, m, r)
-		l3 ^= cast128F3(s, r3, m, r)
+		l0 ^= castF3(s, r0, m, r)
+		l1 ^= castF3(s, r1, m, r)
+		l2 ^= castF3(s, r2, m, r)
+		l3 ^= castF3(s, r3, m, r)
 		l0, r0 = r0, l0
 		l1, r1 = r1, l1
 		l2, r2 = r2, l2
@@ -163,15 +155,16 @@ func (c *cast128Bulk) four(x0, x1, x2, x3 uint64) uint32 {
 	}
 	// Round 16 (f1): R16 = L15 ^ f1(R15).
 	m, r := km[15], kr[15]
-	l0 ^= cast128F1(s, r0, m, r)
-	l1 ^= cast128F1(s, r1, m, r)
-	l2 ^= cast128F1(s, r2, m, r)
-	l3 ^= cast128F1(s, r3, m, r)
-	return l0>>24 | l1>>24<<8 | l2>>24<<16 | l3>>24<<24
+	l0 ^= castF1(s, r0, m, r)
+	l1 ^= castF1(s, r1, m, r)
+	l2 ^= castF1(s, r2, m, r)
+	l3 ^= castF1(s, r3, m, r)
+	return tops4(l0, l1, l2, l3)
 }
 
-// cast128S are the S-boxes S1..S8 of RFC 2144, Appendix A.
-var cast128S = [8][256]uint32{
+// castS are the S-boxes S1..S4 of RFC 2144, Appendix A, which RFC 2612's
+// CAST-256 uses as its S1..S4 too.
+var castS = [4][256]uint32{
 	{
 		0x30fb40d4, 0x9fa0ff0b, 0x6beccd2f, 0x3f258c7a, 0x1e213f2f, 0x9c004dd3, 0x6003e540, 0xcf9fc949,
 		0xbfd4af27, 0x88bbbdb5, 0xe2034090, 0x98d09675, 0x6e63a0e0, 0x15c361d2, 0xc2e7661d, 0x22d4ff8e,
@@ -308,6 +301,11 @@ var cast128S = [8][256]uint32{
 		0x8644213e, 0xb7dc59d0, 0x7965291f, 0xccd6fd43, 0x41823979, 0x932bcdf6, 0xb657c34d, 0x4edfd282,
 		0x7ae5290c, 0x3cb9536b, 0x851e20fe, 0x9833557e, 0x13ecf0b0, 0xd3ffb372, 0x3f85c5c1, 0x0aef7ed2,
 	},
+}
+
+// cast128KS are the S-boxes S5..S8 of RFC 2144, Appendix A, which only
+// CAST-128's key schedule uses.
+var cast128KS = [4][256]uint32{
 	{
 		0x7ec90c04, 0x2c6e74b9, 0x9b0e66df, 0xa6337911, 0xb86a7fff, 0x1dd358f5, 0x44dd9d44, 0x1731167f,
 		0x08fbf1fa, 0xe7f511cc, 0xd2051b00, 0x735aba00, 0x2ab722d8, 0x386381cb, 0xacf6243a, 0x69befd7a,

@@ -184,24 +184,9 @@ func newDESTable(key []byte, stages int) desBulk {
 
 func (d *desBulk) wipe() { clear(d.keys[:]) }
 
-// one returns the first output byte of encrypting block x.
-func (d *desBulk) one(x uint64) byte {
-	l, r := desIP64(x)
-	keys := d.keys[:16*d.stages]
-	for len(keys) >= 16 {
-		k := keys[:16]
-		for p := 0; p < 16; p += 2 {
-			l ^= desF(r, k[p])
-			r ^= desF(l, k[p+1])
-		}
-		l, r = r, l
-		keys = keys[16:]
-	}
-	return desFirstByte(l, r)
-}
-
-// four is one for four blocks at once.
-func (d *desBulk) four(x0, x1, x2, x3 uint64) (byte, byte, byte, byte) {
+// four returns the first output bytes of encrypting the blocks x0..x3
+// (quad64).
+func (d *desBulk) four(x0, x1, x2, x3 uint64) uint32 {
 	l0, r0 := desIP64(x0)
 	l1, r1 := desIP64(x1)
 	l2, r2 := desIP64(x2)
@@ -227,22 +212,6 @@ func (d *desBulk) four(x0, x1, x2, x3 uint64) (byte, byte, byte, byte) {
 		l3, r3 = r3, l3
 		keys = keys[16:]
 	}
-	return desFirstByte(l0, r0), desFirstByte(l1, r1), desFirstByte(l2, r2), desFirstByte(l3, r3)
-}
-
-func (d *desBulk) tail(buf []byte) {
-	i := len(buf) // one past the highest position left
-	for ; i-4 >= 8; i -= 4 {
-		p := i - 4
-		w := buf[p-8 : p+4]
-		k0, k1, k2, k3 := d.four(binary.BigEndian.Uint64(w[0:]), binary.BigEndian.Uint64(w[1:]),
-			binary.BigEndian.Uint64(w[2:]), binary.BigEndian.Uint64(w[3:]))
-		buf[p] ^= k0
-		buf[p+1] ^= k1
-		buf[p+2] ^= k2
-		buf[p+3] ^= k3
-	}
-	for ; i > 8; i-- {
-		buf[i-1] ^= d.one(binary.BigEndian.Uint64(buf[i-9:]))
-	}
+	return uint32(desFirstByte(l0, r0)) | uint32(desFirstByte(l1, r1))<<8 |
+		uint32(desFirstByte(l2, r2))<<16 | uint32(desFirstByte(l3, r3))<<24
 }

@@ -30,9 +30,10 @@ const (
 
 // desbsBulk is DES (stages 1) or EDE triple DES (stages 3), bitsliced.
 type desbsBulk struct {
-	table         desBulk // for short tails, and the round keys
-	keys          []int32 // 48 masks (0 or -1) per round, 16*stages rounds
-	*desbsScratch         // during tail only
+	table         desBulk    // the round keys; the table engine for short tails
+	short         *groupBulk // table's group driver
+	keys          []int32    // 48 masks (0 or -1) per round, 16*stages rounds
+	*desbsScratch            // during tail only
 }
 
 // desbsScratch is the working memory of one tail call, pooled: a Key per
@@ -78,6 +79,7 @@ func newTripleDESBulk(key []byte) (bulk, error) {
 
 func newDESBS(key []byte, stages int) *desbsBulk {
 	d := &desbsBulk{table: newDESTable(key, stages), keys: make([]int32, 48*16*stages)}
+	d.short = newGroupBulk(&d.table, 8, 4)
 	for r, rk := range d.table.keys[:16*stages] {
 		var k uint64 // the 48 key bits, S-box 1's on top
 		for i := range 8 {
@@ -116,7 +118,7 @@ func transpose8(x uint64) uint64 {
 func (d *desbsBulk) tail(buf []byte) {
 	n := len(buf)
 	if n-8 < desbsTableBelow {
-		d.table.tail(buf)
+		d.short.tail(buf)
 		return
 	}
 	groups := desbsGroups()

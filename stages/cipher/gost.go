@@ -134,24 +134,13 @@ func (g *gostBlock) Decrypt(dst, src []byte) {
 	panic("cipher: GOST decryption is not implemented (CFB only encrypts)")
 }
 
-// first is the first byte of block b encrypted. It lies in n2, last changed
-// in round 31, so round 32 is never run.
-func (g *gostBlock) first(b []byte) byte {
-	t, ks := g.t, &g.ks
-	n1, n2 := g.halves(b)
-	for r := 0; r < 30; r += 2 {
-		n2 ^= t.f(n1 + ks[r])
-		n1 ^= t.f(n2 + ks[r+1])
-	}
-	return g.byte0(n2 ^ t.f(n1+ks[30]))
-}
-
-// four is first for the four blocks at w[0:], w[1:], w[2:], w[3:], so that
+// group encrypts the four registers w[0:8], ..., w[3:11] together, so that
 // their lookups overlap: GOST's rounds are a chain, each waiting for the one
-// before.
-func (g *gostBlock) four(w []byte) (byte, byte, byte, byte) {
+// before. The first output byte lies in n2, last changed in round 31, so
+// round 32 is never run.
+func (g *gostBlock) group(w []byte) {
 	t, ks := g.t, &g.ks
-	w = w[:11]
+	w = w[:12]
 	a1, a2 := g.halves(w[0:])
 	b1, b2 := g.halves(w[1:])
 	c1, c2 := g.halves(w[2:])
@@ -169,22 +158,8 @@ func (g *gostBlock) four(w []byte) (byte, byte, byte, byte) {
 		d1 ^= t.f(d2 + k)
 	}
 	k := ks[30]
-	return g.byte0(a2 ^ t.f(a1+k)), g.byte0(b2 ^ t.f(b1+k)), g.byte0(c2 ^ t.f(c1+k)), g.byte0(d2 ^ t.f(d1+k))
-}
-
-func (g *gostBlock) tail(buf []byte) {
-	i := len(buf) // one past the highest position left
-	for ; i-4 >= 8; i -= 4 {
-		p := i - 4
-		k0, k1, k2, k3 := g.four(buf[p-8 : p+3])
-		buf[p] ^= k0
-		buf[p+1] ^= k1
-		buf[p+2] ^= k2
-		buf[p+3] ^= k3
-	}
-	for ; i > 8; i-- {
-		buf[i-1] ^= g.first(buf[i-9 : i-1])
-	}
+	xor4(w[8:], uint32(g.byte0(a2^t.f(a1+k)))|uint32(g.byte0(b2^t.f(b1+k)))<<8|
+		uint32(g.byte0(c2^t.f(c1+k)))<<16|uint32(g.byte0(d2^t.f(d1+k)))<<24)
 }
 
 func (g *gostBlock) wipe() { clear(g.ks[:]) }
@@ -196,6 +171,6 @@ func newGOSTBulk(v gostVariant) func(key []byte) (bulk, error) {
 		if err != nil {
 			return nil, err
 		}
-		return g, nil
+		return newGroupBulk(g, 8, 4), nil
 	}
 }

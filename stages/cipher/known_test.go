@@ -3,6 +3,7 @@ package cipher
 import (
 	"bytes"
 	"encoding/hex"
+	"strings"
 	"testing"
 )
 
@@ -90,5 +91,27 @@ func TestKnownAnswers(t *testing.T) {
 			t.Errorf("native %s decrypted libmcrypt's %s to %x, want %x", s.algorithm, want, got, msg)
 		}
 		k.Close()
+	}
+}
+
+// TestKeyLengths: the ciphers NSCA keys with one key length refuse another,
+// naming themselves.
+func TestKeyLengths(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    func([]byte) (bulk, error)
+		size int
+	}{
+		{"cast-128", newCAST128Bulk, 16}, {"cast-256", newCAST256Bulk, 32},
+		{"xtea", newXTEABulk, 16}, {"serpent", newSerpentBulk, 32},
+	} {
+		for _, n := range []int{c.size - 1, c.size + 4} {
+			if _, err := c.f(make([]byte, n)); err == nil || !strings.Contains(err.Error(), c.name) {
+				t.Errorf("%s keyed with %d bytes: %v, want an error naming it", c.name, n, err)
+			}
+		}
+		if _, err := c.f(make([]byte, c.size)); err != nil {
+			t.Errorf("%s keyed with %d bytes: %v", c.name, c.size, err)
+		}
 	}
 }

@@ -137,15 +137,14 @@ func newLokiBulk(key []byte) (bulk, error) {
 		l.r[i] = lokiRound{a: sk[3*i], f: newLokiKey(sk[3*i+1]), b: sk[3*i+2]}
 	}
 	clear(sk[:])
-	return l, nil
+	return newGroupBulk(l, 16, 4), nil
 }
 
 func (l *lokiBulk) wipe() { *l = lokiBulk{} }
 
-// four returns the first bytes of the four blocks w[0:16], ..., w[3:19]
-// encrypted.
-func (l *lokiBulk) four(w []byte) (byte, byte, byte, byte) {
-	w = w[:19]
+// group encrypts the four registers w[0:16], ..., w[3:19].
+func (l *lokiBulk) group(w []byte) {
+	w = w[:20]
 	var left, right [4]uint64
 	for j := range 4 {
 		left[j], right[j] = lokiWord(w[j:]), lokiWord(w[j+8:])
@@ -169,28 +168,9 @@ func (l *lokiBulk) four(w []byte) (byte, byte, byte, byte) {
 		t[j] = right[j] + k.a
 	}
 	f := lokiF(&t, &k.f)
-	return byte((left[0] ^ f[0]) >> 32), byte((left[1] ^ f[1]) >> 32), byte((left[2] ^ f[2]) >> 32), byte((left[3] ^ f[3]) >> 32)
-}
-
-func (l *lokiBulk) tail(buf []byte) {
-	i := len(buf) // one past the highest position left
-	for ; i-4 >= 16; i -= 4 {
-		p := i - 4
-		k0, k1, k2, k3 := l.four(buf[p-16 : p+3])
-		buf[p] ^= k0
-		buf[p+1] ^= k1
-		buf[p+2] ^= k2
-		buf[p+3] ^= k3
+	var ks uint32
+	for j := range 4 {
+		ks |= uint32(byte((left[j]^f[j])>>32)) << (8 * j)
 	}
-	if n := i - 16; n > 0 {
-		// Positions 16..i-1 from a copy: four reads 19 bytes, and the
-		// blocks past i are thrown away.
-		var w [19]byte
-		copy(w[:], buf[:i])
-		var ks [4]byte
-		ks[0], ks[1], ks[2], ks[3] = l.four(w[:])
-		for j := range n {
-			buf[16+j] ^= ks[j]
-		}
-	}
+	xor4(w[16:], ks)
 }

@@ -2,6 +2,7 @@ package cipher
 
 import (
 	gocipher "crypto/cipher"
+	"encoding/binary"
 	"fmt"
 	"slices"
 )
@@ -214,3 +215,15 @@ func (g *blockBulk) tail(buf []byte) {
 
 // wipe drops the reference; crypto/* offers no way to clear its schedule.
 func (g *blockBulk) wipe() { g.b = nil; clear(g.ks[:]) }
+
+// keyWords reads key into k as words in byte order o, for the ciphers NSCA
+// keys with exactly 4*len(k) bytes; it refuses any other length.
+func keyWords(name string, key []byte, k []uint32, o binary.ByteOrder) error {
+	if len(key) != 4*len(k) {
+		return fmt.Errorf("%s key is not %d bytes", name, 4*len(k))
+	}
+	for i := range k {
+		k[i] = o.Uint32(key[4*i:])
+	}
+	return nil
+}

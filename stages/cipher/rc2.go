@@ -1,8 +1,8 @@
 package cipher
 
 import (
+	"encoding/binary"
 	"errors"
-	"math/bits"
 )
 
 // RC2 (RFC 2268) as libmcrypt's "rc2" runs it: the RFC's cipher with an
@@ -13,7 +13,7 @@ import (
 
 type rc2Bulk struct {
 	k  [64]uint16
-	k4 [64]uint64 // each k in all four 16-bit lanes, for eight
+	k4 [64]uint64 // each k in all four 16-bit lanes
 }
 
 func newRC2Bulk(key []byte) (bulk, error) {
@@ -35,72 +35,28 @@ func newRC2Bulk(key []byte) (bulk, error) {
 		r.k4[i] = uint64(r.k[i]) * lanes16
 	}
 	clear(l[:])
-	return r, nil
+	return newGroupBulk(r, 8, 8), nil
 }
 
 func (r *rc2Bulk) wipe() {
 	clear(r.k[:])
 	clear(r.k4[:])
 }
-func (r *rc2Bulk) tail(buf []byte) { tail64(r, buf) }
 
-// rc2Mix is one word's step of a mixing round: r += k + (a&b | ^a&c), then
-// rotated; the select is written c ^ a&(b^c).
-func rc2Mix(r, a, b, c, k uint16, s int) uint16 {
-	return bits.RotateLeft16(r+k+(c^a&(b^c)), s)
-}
-
-// four encrypts four blocks as two pairs: two blocks' eight words fit the
-// registers, four blocks' sixteen would not, and two chains already keep
-// the adders busy.
-func (r *rc2Bulk) four(x0, x1, x2, x3 uint64) uint32 {
-	return r.two(x0, x1) | r.two(x2, x3)<<16
-}
-
-// two encrypts two blocks: five mixing rounds, a mashing round, six mixing
-// rounds, a mashing round, five mixing rounds. The first output byte is the
-// low byte of R0, which the last round makes first, so that round stops
-// there. It returns the two first bytes, x's in the low byte.
-func (r *rc2Bulk) two(x, y uint64) uint32 {
-	// The block's bytes are little-endian words: reversing the big-endian
-	// register puts R0 at the bottom.
-	x, y = bits.ReverseBytes64(x), bits.ReverseBytes64(y)
-	a0, b0, c0, d0 := uint16(x), uint16(x>>16), uint16(x>>32), uint16(x>>48)
-	a1, b1, c1, d1 := uint16(y), uint16(y>>16), uint16(y>>32), uint16(y>>48)
-	k := &r.k
-	for j := 0; j <= 60; j += 4 {
-		a0 = rc2Mix(a0, d0, c0, b0, k[j], 1)
-		a1 = rc2Mix(a1, d1, c1, b1, k[j], 1)
-		if j == 60 {
-			break
-		}
-		b0 = rc2Mix(b0, a0, d0, c0, k[j+1], 2)
-		b1 = rc2Mix(b1, a1, d1, c1, k[j+1], 2)
-		c0 = rc2Mix(c0, b0, a0, d0, k[j+2], 3)
-		c1 = rc2Mix(c1, b1, a1, d1, k[j+2], 3)
-		d0 = rc2Mix(d0, c0, b0, a0, k[j+3], 5)
-		d1 = rc2Mix(d1, c1, b1, a1, k[j+3], 5)
-		if j == 16 || j == 40 { // after the fifth and the eleventh mixing round
-			a0 += k[d0&63]
-			a1 += k[d1&63]
-			b0 += k[a0&63]
-			b1 += k[a1&63]
-			c0 += k[b0&63]
-			c1 += k[b1&63]
-			d0 += k[c0&63]
-			d1 += k[c1&63]
-		}
-	}
-	return uint32(byte(a0)) | uint32(byte(a1))<<8
-}
-
-// eight runs four blocks in the four 16-bit lanes of each of two groups of
-// words (a..d and e..h), the same rounds as two: the lane arithmetic costs
-// fewer instructions per block than four blocks' scalar words and their
-// spills, and the two groups' chains overlap.
-func (r *rc2Bulk) eight(x0, x1, x2, x3, x4, x5, x6, x7 uint64) uint64 {
-	x0, x1, x2, x3 = bits.ReverseBytes64(x0), bits.ReverseBytes64(x1), bits.ReverseBytes64(x2), bits.ReverseBytes64(x3)
-	x4, x5, x6, x7 = bits.ReverseBytes64(x4), bits.ReverseBytes64(x5), bits.ReverseBytes64(x6), bits.ReverseBytes64(x7)
+// group encrypts the eight registers w[0:8], ..., w[7:16]: five mixing
+// rounds, a mashing round, six mixing rounds, a mashing round, five mixing
+// rounds, four blocks in the four 16-bit lanes of each of two groups of
+// words (a..d and e..h). The lane arithmetic costs fewer instructions per
+// block than scalar words and their spills, and the two groups' chains
+// overlap. The first output byte is the low byte of R0, which the last
+// round makes first, so that round stops there.
+func (r *rc2Bulk) group(w []byte) {
+	w = w[:16]
+	// The block's bytes are little-endian words, R0 at the bottom.
+	x0, x1, x2, x3 := binary.LittleEndian.Uint64(w[0:]), binary.LittleEndian.Uint64(w[1:]),
+		binary.LittleEndian.Uint64(w[2:]), binary.LittleEndian.Uint64(w[3:])
+	x4, x5, x6, x7 := binary.LittleEndian.Uint64(w[4:]), binary.LittleEndian.Uint64(w[5:]),
+		binary.LittleEndian.Uint64(w[6:]), binary.LittleEndian.Uint64(w[7:])
 	a, b, c, d := lanes4(x0, x1, x2, x3, 0), lanes4(x0, x1, x2, x3, 16), lanes4(x0, x1, x2, x3, 32), lanes4(x0, x1, x2, x3, 48)
 	e, f, g, h := lanes4(x4, x5, x6, x7, 0), lanes4(x4, x5, x6, x7, 16), lanes4(x4, x5, x6, x7, 32), lanes4(x4, x5, x6, x7, 48)
 	k := &r.k4
@@ -116,7 +72,7 @@ func (r *rc2Bulk) eight(x0, x1, x2, x3, x4, x5, x6, x7 uint64) uint64 {
 		g = rc2Mix4(g, f, e, h, k[j+2], 3)
 		d = rc2Mix4(d, c, b, a, k[j+3], 5)
 		h = rc2Mix4(h, g, f, e, k[j+3], 5)
-		if j == 16 || j == 40 {
+		if j == 16 || j == 40 { // after the fifth and the eleventh mixing round
 			a = add16x4(a, r.mash4(d))
 			e = add16x4(e, r.mash4(h))
 			b = add16x4(b, r.mash4(a))
@@ -127,7 +83,8 @@ func (r *rc2Bulk) eight(x0, x1, x2, x3, x4, x5, x6, x7 uint64) uint64 {
 			h = add16x4(h, r.mash4(g))
 		}
 	}
-	return lowBytes4(a) | lowBytes4(e)<<32
+	ks := lowBytes4(a) | lowBytes4(e)<<32
+	binary.LittleEndian.PutUint64(w[8:], binary.LittleEndian.Uint64(w[8:])^ks)
 }
 
 const (
@@ -158,7 +115,8 @@ func rot16x4(v uint64, s uint) uint64 {
 	return v<<s&m | v>>(16-s)&^m
 }
 
-// rc2Mix4 is rc2Mix on four lanes.
+// rc2Mix4 is one word's step of a mixing round on four lanes: r += k +
+// (a&b | ^a&c), then rotated; the select is written c ^ a&(b^c).
 func rc2Mix4(r, a, b, c, k uint64, s uint) uint64 {
 	return rot16x4(add16x4(add16x4(r, k), c^a&(b^c)), s)
 }

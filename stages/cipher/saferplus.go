@@ -74,7 +74,7 @@ func newSaferBulk(key []byte) (bulk, error) {
 	}
 	clear(kr[:])
 	ks = [33][16]byte{}
-	return s, nil
+	return newGroupBulk(s, 16, 4), nil
 }
 
 func (s *saferBulk) wipe() { *s = saferBulk{} }
@@ -103,10 +103,9 @@ func saferL(x, a, b uint64) uint64 { return saferLook(&saferLog, x+a) ^ b }
 // pht is SAFER+'s 2-point pseudo-Hadamard transform, lane by lane.
 func pht(a, b uint64) (uint64, uint64) { return 2*a + b, a + b }
 
-// four returns the first bytes of the four blocks w[0:16], ..., w[3:19]
-// encrypted.
-func (s *saferBulk) four(w []byte) (byte, byte, byte, byte) {
-	w = w[:19]
+// group encrypts the four registers w[0:16], ..., w[3:19].
+func (s *saferBulk) group(w []byte) {
+	w = w[:20]
 	// The cipher's byte j is the block's byte 4(3 - j/4) + j%4 (the words
 	// in reverse order); the four blocks' bytes there are consecutive.
 	x0 := saferSpread(binary.LittleEndian.Uint32(w[12:]))
@@ -189,29 +188,5 @@ func (s *saferBulk) four(w []byte) (byte, byte, byte, byte) {
 	}
 	// The output's first byte is the cipher's byte 12, which takes its
 	// key byte by XOR.
-	o := s.out
-	return byte(x12) ^ o, byte(x12>>16) ^ o, byte(x12>>32) ^ o, byte(x12>>48) ^ o
-}
-
-func (s *saferBulk) tail(buf []byte) {
-	i := len(buf) // one past the highest position left
-	for ; i-4 >= 16; i -= 4 {
-		p := i - 4
-		k0, k1, k2, k3 := s.four(buf[p-16 : p+3])
-		buf[p] ^= k0
-		buf[p+1] ^= k1
-		buf[p+2] ^= k2
-		buf[p+3] ^= k3
-	}
-	if n := i - 16; n > 0 {
-		// Positions 16..i-1 from a copy: four reads 19 bytes, and the
-		// lanes past i are thrown away.
-		var w [19]byte
-		copy(w[:], buf[:i])
-		var ks [4]byte
-		ks[0], ks[1], ks[2], ks[3] = s.four(w[:])
-		for j := range n {
-			buf[16+j] ^= ks[j]
-		}
-	}
+	xor4(w[16:], uint32(lowBytes4(x12))^uint32(s.out)*0x01010101)
 }

@@ -2,7 +2,6 @@ package cipher
 
 import (
 	"encoding/binary"
-	"errors"
 	"math/bits"
 )
 
@@ -61,12 +60,9 @@ func serpentAdjust(k *[4]uint32) {
 }
 
 func newSerpentBulk(key []byte) (bulk, error) {
-	if len(key) != 32 {
-		return nil, errors.New("serpent key is not 32 bytes")
-	}
 	var w [8 + 132]uint32
-	for i := range 8 {
-		w[i] = binary.LittleEndian.Uint32(key[4*i:])
+	if err := keyWords("serpent", key, w[:8], binary.LittleEndian); err != nil {
+		return nil, err
 	}
 	for i := range 132 {
 		w[i+8] = bits.RotateLeft32(w[i]^w[i+3]^w[i+5]^w[i+7]^0x9e3779b9^uint32(i), 11)
@@ -115,7 +111,7 @@ func newSerpentBulk(key []byte) (bulk, error) {
 	}
 	clear(w[:])
 	clear(k[:])
-	return s, nil
+	return newGroupBulk(s, 16, 64), nil
 }
 
 func (s *serpentBulk) wipe() { *s = serpentBulk{} }
@@ -164,20 +160,6 @@ func (s *serpentBulk) group(src []byte) {
 		t = (m ^ m>>28) & 0x00000000F0F0F0F0
 		m ^= t ^ t<<28
 		binary.LittleEndian.PutUint64(out[8*g:], binary.LittleEndian.Uint64(out[8*g:])^m)
-	}
-}
-
-func (s *serpentBulk) tail(buf []byte) {
-	hi := len(buf) // one past the highest position left
-	for ; hi-64 >= 16; hi -= 64 {
-		s.group(buf[hi-80 : hi])
-	}
-	if hi > 16 {
-		// Fewer than 64 left: run a zero-padded copy, keep what is real.
-		var loc [80]byte
-		n := copy(loc[:], buf[:hi])
-		s.group(loc[:])
-		copy(buf[16:hi], loc[16:n])
 	}
 }
 

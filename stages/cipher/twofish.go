@@ -160,7 +160,7 @@ func newTwofishBulk(key []byte) (bulk, error) {
 	clear(me[:])
 	clear(mo[:])
 	clear(sk[:])
-	return t, nil
+	return newGroupBulk(t, 16, 2), nil
 }
 
 func (t *twofishBulk) wipe() { *t = twofishBulk{} }
@@ -172,36 +172,17 @@ func (t *twofishBulk) in(b []byte) (a, c, d, e uint32) {
 		binary.LittleEndian.Uint32(b[8:]) ^ t.k[2], binary.LittleEndian.Uint32(b[12:]) ^ t.k[3]
 }
 
-// one returns byte 0 of the encryption of block b.
-func (t *twofishBulk) one(b []byte) byte {
-	s0, s1, s2, s3 := &t.s[0], &t.s[1], &t.s[2], &t.s[3]
-	g := func(x uint32) uint32 { return s0[byte(x)] ^ s1[byte(x>>8)] ^ s2[byte(x>>16)] ^ s3[x>>24] }
-	r0, r1, r2, r3 := t.in(b)
-	k := t.k[8:]
-	for range 7 {
-		x, y := g(r0), g(bits.RotateLeft32(r1, 8))
-		r2 = bits.RotateLeft32(r2^(x+y+k[0]), -1)
-		r3 = bits.RotateLeft32(r3, 1) ^ (x + 2*y + k[1])
-		x, y = g(r2), g(bits.RotateLeft32(r3, 8))
-		r0 = bits.RotateLeft32(r0^(x+y+k[2]), -1)
-		r1 = bits.RotateLeft32(r1, 1) ^ (x + 2*y + k[3])
-		k = k[4:]
-	}
-	x, y := g(r0), g(bits.RotateLeft32(r1, 8))
-	return byte(bits.RotateLeft32(r2^(x+y+k[0]), -1) ^ t.k[4])
-}
-
-// two is one for the two blocks at b[0:16] and b[1:17], their rounds
+// group encrypts the two registers w[0:16] and w[1:17], their rounds
 // interleaved so that the table loads overlap. (Four blocks need more
 // registers than amd64 has, and run no faster.)
-func (t *twofishBulk) two(b []byte) (byte, byte) {
+func (t *twofishBulk) group(w []byte) {
 	s0, s1, s2, s3 := &t.s[0], &t.s[1], &t.s[2], &t.s[3]
 	g := func(x uint32) uint32 { return s0[byte(x)] ^ s1[byte(x>>8)] ^ s2[byte(x>>16)] ^ s3[x>>24] }
 	// g8 is g of x rotated left by 8.
 	g8 := func(x uint32) uint32 { return s0[x>>24] ^ s1[byte(x)] ^ s2[byte(x>>8)] ^ s3[byte(x>>16)] }
-	_ = b[16]
-	a0, a1, a2, a3 := t.in(b[0:16])
-	b0, b1, b2, b3 := t.in(b[1:17])
+	w = w[:18]
+	a0, a1, a2, a3 := t.in(w[0:16])
+	b0, b1, b2, b3 := t.in(w[1:17])
 	for r := 0; r < 7; r++ {
 		k := (*[4]uint32)(t.k[8+4*r:])
 		xa, ya := g(a0), g8(a1)
@@ -220,18 +201,6 @@ func (t *twofishBulk) two(b []byte) (byte, byte) {
 	k0, k4 := t.k[36], t.k[4]
 	ra := a2 ^ (g(a0) + g8(a1) + k0)
 	rb := b2 ^ (g(b0) + g8(b1) + k0)
-	return byte(bits.RotateLeft32(ra, -1) ^ k4), byte(bits.RotateLeft32(rb, -1) ^ k4)
-}
-
-func (t *twofishBulk) tail(buf []byte) {
-	i := len(buf) // one past the highest position left
-	for ; i-2 >= 16; i -= 2 {
-		p := i - 2
-		k0, k1 := t.two(buf[p-16 : p+1])
-		buf[p] ^= k0
-		buf[p+1] ^= k1
-	}
-	if i > 16 {
-		buf[i-1] ^= t.one(buf[i-17 : i-1])
-	}
+	w[16] ^= byte(bits.RotateLeft32(ra, -1) ^ k4)
+	w[17] ^= byte(bits.RotateLeft32(rb, -1) ^ k4)
 }

@@ -2,7 +2,6 @@ package cipher
 
 import (
 	"encoding/binary"
-	"errors"
 )
 
 // XTEA (Needham and Wheeler, 1997) as libmcrypt's "xtea" runs it: 32 cycles,
@@ -18,12 +17,9 @@ type xteaBulk struct {
 }
 
 func newXTEABulk(key []byte) (bulk, error) {
-	if len(key) != 16 {
-		return nil, errors.New("xtea key is not 16 bytes")
-	}
 	var k [4]uint32
-	for i := range k {
-		k[i] = binary.BigEndian.Uint32(key[4*i:])
+	if err := keyWords("xtea", key, k[:], binary.BigEndian); err != nil {
+		return nil, err
 	}
 	x := &xteaBulk{}
 	var sum uint32
@@ -32,21 +28,17 @@ func newXTEABulk(key []byte) (bulk, error) {
 		sum += xteaDelta
 		x.rk[2*c+1] = sum + k[sum>>11&3]
 	}
-	return x, nil
+	return newGroupBulk(x, 8, 4), nil
 }
 
-func (x *xteaBulk) wipe()           { clear(x.rk[:]) }
-func (x *xteaBulk) tail(buf []byte) { tail64(x, buf) }
+func (x *xteaBulk) wipe() { clear(x.rk[:]) }
 
 func xteaMix(v uint32) uint32 { return (v<<4 ^ v>>5) + v }
 
 // four runs the cycles on four blocks; the first output byte is the top of
 // v0, so the last half-cycle, which only changes v1, is left out.
 func (x *xteaBulk) four(b0, b1, b2, b3 uint64) uint32 {
-	a0, c0 := uint32(b0>>32), uint32(b0)
-	a1, c1 := uint32(b1>>32), uint32(b1)
-	a2, c2 := uint32(b2>>32), uint32(b2)
-	a3, c3 := uint32(b3>>32), uint32(b3)
+	a0, c0, a1, c1, a2, c2, a3, c3 := split4(b0, b1, b2, b3)
 	rk := &x.rk
 	for r := 0; r < 62; r += 2 {
 		k := rk[r]
@@ -65,5 +57,5 @@ func (x *xteaBulk) four(b0, b1, b2, b3 uint64) uint32 {
 	a1 += xteaMix(c1) ^ k
 	a2 += xteaMix(c2) ^ k
 	a3 += xteaMix(c3) ^ k
-	return a0>>24 | a1>>24<<8 | a2>>24<<16 | a3>>24<<24
+	return tops4(a0, a1, a2, a3)
 }
