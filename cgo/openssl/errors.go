@@ -1,0 +1,15 @@
+package openssl
+
+import "errors"
+
+// Errors of the package; each is wrapped with OpenSSL's own reason.
+var (
+	// ErrContext is returned when a server context cannot be made.
+	ErrContext = errors.New("openssl: cannot set up a TLS-PSK server context")
+	// ErrSession is returned when a connection cannot be given a session.
+	ErrSession = errors.New("openssl: cannot start a TLS session")
+	// ErrTLS is a failed handshake, read or write: the session is unusable.
+	ErrTLS = errors.New("openssl: TLS")
+	// ErrClosed is the peer's close_notify: it sends nothing more.
+	ErrClosed = errors.New("openssl: peer closed the TLS session")
+)
