@@ -135,6 +135,16 @@ type Config struct {
 	QueueMaxBytes        int    // queue_max_bytes, per durable queue
 	QueueFsync           string // queue_fsync: never, batch or always
 
+	// nsca-ng clients.
+
+	NscaNGListen           string // nsca_ng_listen; "" = off
+	NscaNGThreads          int    // nsca_ng_threads
+	NscaNGMaxSessions      int    // nsca_ng_max_sessions
+	NscaNGHandshakeTimeout int    // nsca_ng_handshake_timeout, seconds
+	NscaNGTimeout          int    // nsca_ng_timeout, seconds
+	NscaNGMaxCommandSize   int    // nsca_ng_max_command_size, bytes
+	NscaNGCiphers          string // nsca_ng_tls_ciphers
+
 	// Lines maps an option name to the line that last set it, so that
 	// Validate and the daemon can point at the line to fix.
 	Lines map[string]int
