@@ -6,11 +6,13 @@ import (
 	"nsca_fast/stages/cipher"
 )
 
-// chosen is a Config's cipher.Choice, made at the first call of Cipher.
+// chosen is a Config's cipher.Choice, made at the first call of Cipher,
+// and its secrets, read at the first call of Secrets.
 type chosen struct {
-	once   sync.Once
-	choice cipher.Choice
-	err    error
+	once    sync.Once
+	choice  cipher.Choice
+	err     error
+	secrets prepared
 }
 
 // Cipher is what serves decryption_method with password as

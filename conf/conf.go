@@ -135,6 +135,13 @@ type Config struct {
 	QueueMaxBytes        int    // queue_max_bytes, per durable queue
 	QueueFsync           string // queue_fsync: never, batch or always
 
+	// Several secrets and client identities.
+
+	// MoreMethods are the methods decryption_method lists after the
+	// first, DecryptionMethod; see Methods.
+	MoreMethods    []int
+	PasswordFile   string // password_file; "" = password alone
+	IdentitiesFile string // identities_file; "" = no identities
 	// nsca-ng clients.
 
 	NscaNGListen           string // nsca_ng_listen; "" = off
@@ -152,7 +159,7 @@ type Config struct {
 	// "conf: file:line: ", for the caller to log.
 	Warnings []string
 
-	cipher chosen // see Cipher
+	cipher chosen // see Cipher and Secrets
 }
 
 //go:embed default.cfg

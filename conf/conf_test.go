@@ -73,7 +73,7 @@ func TestDefault(t *testing.T) {
 // field of Config has a row, and every row's documented default is what
 // Default() holds.
 func TestTableMatchesConfig(t *testing.T) {
-	fields := reflect.TypeFor[Config]().NumField() - 4 // File, Lines, Warnings, cipher
+	fields := reflect.TypeFor[Config]().NumField() - 5 // File, Lines, Warnings, cipher, MoreMethods
 	if len(options) != fields {
 		t.Errorf("%d options for %d option fields of Config", len(options), fields)
 	}
@@ -153,7 +153,12 @@ func TestOptionValues(t *testing.T) {
 			bad("12", "decryption_method=12 (arcfour) is unusable: a stream cipher, libmcrypt cannot open it "+
 				"in 8-bit cfb mode; send_nsca cannot use it either"),
 			bad("19", "(wake) is unusable: "+whyStream), bad("22", "(enigma) is unusable: "+whyStream),
-			bad("24", "(safer-sk64) is unusable: "+whyBlock), bad("25", "(safer-sk128) is unusable: "+whyBlock)},
+			bad("24", "(safer-sk64) is unusable: "+whyBlock), bad("25", "(safer-sk128) is unusable: "+whyBlock),
+			// Several methods, for a change of method without a flag day.
+			ok("1,14", "1,14"), ok(" 14 , aes128", "14,aes128"), ok("3des,xor", "3,1"),
+			bad("1,", "has an empty entry; write methods separated by commas"),
+			bad("1,13", "has a bad entry 13: is not a decryption method"),
+			bad("1,12", "has a bad entry 12: (arcfour) is unusable"), bad("14,aes", "lists aes twice")},
 		"log_facility": {ok("daemon", "daemon"), ok("local7", "local7"), ok("lpr", "lpr"), ok("authpriv", "authpriv"),
 			bad("lrp", "misspelling of lpr"), bad("Daemon", "is not a syslog facility"),
 			bad("local8", "is not a syslog facility"), bad("daemon ", `log_facility="daemon " is not a syslog facility`)},
@@ -161,6 +166,8 @@ func TestOptionValues(t *testing.T) {
 			// Writability belongs to the sink at startup, not to the parser.
 			ok("/nonexistent/spool", "/nonexistent/spool")),
 		"strict_mode_spoofing": boolCases,
+		"password_file":        textCases,
+		"identities_file":      textCases,
 		"decryption_mode":      {ok("0", "0"), ok("1", "1"), bad("2", "cannot be greater than 1"), bad("-1", "cannot be negative")},
 		"decryption_engine": {ok("libmcrypt", "libmcrypt"), ok("native", "native"), ok("auto", "auto"),
 			bad("Native", "decryption_engine=Native is not a decryption engine; use libmcrypt, native or auto"),
@@ -354,6 +361,8 @@ gearman_fallback=spool
 queue_directory=/q
 queue_max_bytes=65536
 queue_fsync=always
+password_file=/pf
+identities_file=/if
 nsca_ng_listen=127.0.0.1:5668
 nsca_ng_threads=2
 nsca_ng_max_sessions=18
@@ -381,6 +390,7 @@ nsca_ng_tls_ciphers=PSK
 		GearmanServers: "g1:4730,g2:4730", GearmanQueue: "results", GearmanKey: "gk", GearmanKeyFile: "/gk",
 		GearmanTimeout: 15, GearmanQueueSize: 16, GearmanFallback: "spool",
 		QueueDirectory: "/q", QueueMaxBytes: 65536, QueueFsync: "always",
+		PasswordFile: "/pf", IdentitiesFile: "/if",
 		NscaNGListen: "127.0.0.1:5668", NscaNGThreads: 2, NscaNGMaxSessions: 18, NscaNGHandshakeTimeout: 19,
 		NscaNGTimeout: 20, NscaNGMaxCommandSize: 21, NscaNGCiphers: "PSK", Lines: map[string]int{},
 	}

@@ -86,12 +86,13 @@ var options = []option{
 		doc: "Shared secret with send_nsca, at most 511 bytes, taken verbatim to the end of the line " +
 			"(trailing blanks included). Empty: the key is all zero bytes."},
 	{name: "decryption_method", def: "1", origin: originStock,
-		kind: field[int]{ptr: func(c *Config) *int { return &c.DecryptionMethod },
-			parse: parseMethod, valid: validMethod, format: formatMethod, number: true},
+		kind: methodsKind{},
 		doc: "Must equal send_nsca's encryption_method: " + methodList() + " (2 and up: libmcrypt in " +
 			"8-bit CFB). For NSClient++ write its encryption name instead: " + strings.Join(MethodNames(), ", ") +
 			"; aes128, aes192 and gost (Crypto++'s GOST, not stock's 23) are this project's own, always " +
-			"served natively."},
+			"served natively. Several methods separated by commas (1,14) are all accepted: a connection's " +
+			"first packet is tried with each, with every password (password, password_file), and the rest " +
+			"of the connection uses the one that decrypted it; the first listed is the one reports name."},
 	{name: "log_facility", def: "daemon", origin: originStock,
 		kind: text(func(c *Config) *string { return &c.LogFacility }, validFacility),
 		doc:  "Syslog facility: " + strings.Join(facilities, ", ") + ". Stock ignores a bad one; we refuse to start."},
@@ -276,6 +277,24 @@ var options = []option{
 			"loss may cost the last 30 s or so), batch (each batch of results is synced before it counts as " +
 			"queued) or always (each result and each acknowledgement is synced)."},
 
+	// Several secrets and client identities.
+	{name: "password_file", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.PasswordFile }, nil),
+		doc: "File of further passwords, one per line, verbatim (a trailing carriage return is removed; empty " +
+			"lines and lines starting with # are skipped), each accepted beside password with every " +
+			"decryption_method: a site changes its password while clients change one by one, and " +
+			"nsca_secret_matches_total{secret=\"password_file:LINE/METHOD\"} shows when the old one is no longer " +
+			"used. With password_file and no password line, only the file's passwords are accepted. Read at " +
+			"start and at every reload; keep it readable by the daemon's user only."},
+	{name: "identities_file", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.IdentitiesFile }, nil),
+		doc: "File of client identities in nsca-ng's authorize syntax (authorize \"name\" { password = ...; " +
+			"hosts = ...; services = ...; commands = ...; networks = ...; decryption_method = ... }, \"*\" as " +
+			"fallback, include(...)): each identity's password and method are tried for the connections from " +
+			"its networks, most specific first, and its results are refused unless its hosts or services allow " +
+			"them (counted in nsca_identity_refused_total). Clients with the server's own password (password, " +
+			"password_file) get the rights of the \"*\" block, or every right when there is none; without " +
+			"password and password_file only identities are accepted. Empty: no identities."},
 	// nsca-ng clients.
 	{name: "nsca_ng_listen", origin: originNew,
 		kind: text(func(c *Config) *string { return &c.NscaNGListen }, validHostPort),

@@ -52,6 +52,13 @@ type Conn struct {
 	key          cipher.Key   // decryption_mode=0: this connection's own key schedule
 	cipherErr    error
 	discard      bool // the first packet had a wrong version: ignore the rest
+	// sec is the secret the connection uses: decided by its first packet
+	// when there are several (see choose), read-only once set, and read by
+	// validation for the packets sent after it was set.
+	sec *keyed
+	// unmatched: no secret decrypted the first packet, which validation
+	// must refuse whatever sec makes of it.
+	unmatched bool
 
 	// Validate stage.
 	checks int

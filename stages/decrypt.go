@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
@@ -30,18 +33,47 @@ type DecryptConfig struct {
 }
 
 // CipherConfig says how clients encrypt and what decrypts: the stage runs
-// the engine it is handed, which cipher.Choose chose.
+// the engines it is handed, which cipher.Choose chose. Method, Engine and
+// Password are the one secret when Candidates is empty.
 type CipherConfig struct {
 	Method int // 0 none, 1 XOR (undone here, with Password), else Engine's
 	// Engine decrypts methods 2 and up; nil for 0 and 1.
 	Engine   cipher.Engine
 	Password []byte
+	// Candidates are the secrets a connection may use, in the order they
+	// are tried; empty: the one of Method, Engine and Password.
+	Candidates []Candidate
 	// PerConnection is decryption_mode=0: a fresh key schedule for each
 	// connection, as stock does. Otherwise each decrypt goroutine keys once
 	// at start and only starts a new CFB register per connection.
 	PerConnection bool
 	// PayloadLengths are payload_length, ascending; nil means 512 and 4096.
 	PayloadLengths []int
+}
+
+// Candidate is one secret a connection may be encrypted with: a method and
+// its password.
+type Candidate struct {
+	// Name names it in metrics and logs (conf.Secret.Name); never the
+	// password.
+	Name     string
+	Method   int
+	Engine   cipher.Engine // as CipherConfig.Engine
+	Password []byte
+	// Networks are where a client may connect from with it; nil: anywhere.
+	Networks []netip.Prefix
+	// Rights refuses the results its identity may not submit; nil allows
+	// every result.
+	Rights *identities.Identity
+}
+
+// candidates are c's secrets: Candidates, or the one of Method, Engine and
+// Password.
+func (c CipherConfig) candidates() []Candidate {
+	if len(c.Candidates) > 0 {
+		return c.Candidates
+	}
+	return []Candidate{{Method: c.Method, Engine: c.Engine, Password: c.Password}}
 }
 
 // packetSizes are the data packet sizes c accepts, ascending.
@@ -58,22 +90,57 @@ func (c CipherConfig) packetSizes() []int {
 	return slices.Compact(sizes)
 }
 
-// callsC reports whether c's engine is libmcrypt, whose every Decrypt is a
-// cgo call.
+// callsC reports whether one of c's engines is libmcrypt, whose every
+// Decrypt is a cgo call.
 func (c CipherConfig) callsC() bool {
-	return c.Engine != nil && c.Engine.Kind() == cipher.EngineLibmcrypt
+	for _, k := range c.candidates() {
+		if callsC(k.Engine) {
+			return true
+		}
+	}
+	return false
 }
+
+func callsC(e cipher.Engine) bool { return e != nil && e.Kind() == cipher.EngineLibmcrypt }
 
 // decrypter is one decrypt goroutine's state.
 type decrypter struct {
-	cfg    CipherConfig
-	xor    *codec.XORKey
-	engine cipher.Engine // nil for methods 0 and 1
-	shared cipher.Key    // decryption_mode=1: keyed once for all this goroutine's connections
-	callsC bool          // the engine is libmcrypt's: every Decrypt is a cgo call
-	sizes  []int         // accepted packet sizes, ascending
-	stats  *counters.Stats
-	log    *counters.RateLog
+	cfg   CipherConfig
+	cands []keyed // the secrets, in the order they are tried
+	// scratch holds a trial's plaintext (see trial), order the candidates
+	// that may serve a connection, most specific first, and rank their
+	// specificity; nil with one secret for every address.
+	scratch     []byte
+	order, rank []int
+	nobody      keyed        // serves a connection no candidate may serve, to be refused
+	state       cipher.State // a trial's CFB register
+	sizes       []int        // accepted packet sizes, ascending
+	stats       *counters.Stats
+	log         *counters.RateLog
+}
+
+// keyed is a Candidate ready to decrypt in one decrypt goroutine.
+type keyed struct {
+	Candidate
+	xor *codec.XORKey
+	// shared is keyed once for all this goroutine's connections: in
+	// decryption_mode 1, and for trials.
+	shared cipher.Key
+	callsC bool // the engine is libmcrypt's: every Decrypt is a cgo call
+	// matches counts the connections whose first packet it decrypted;
+	// refused the results refused for want of Rights.
+	matches, refused *atomic.Uint64
+}
+
+// decryptAt decrypts buf, at offset within a packet, continuing the stream
+// in st with key (nil for methods 0 and 1).
+func (k *keyed) decryptAt(key cipher.Key, st *cipher.State, iv, buf []byte, offset int) {
+	switch {
+	case k.Method == 1:
+		k.xor.Apply(buf, iv, offset) // XOR restarts with every packet
+	case k.Engine != nil:
+		key.Decrypt(st, buf)
+	}
 }
 
 // StartDecrypt runs n decrypt goroutines. Connections are sharded over them,
@@ -107,24 +174,48 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 }
 
 // newDecrypter is one decrypt goroutine's state for cfg, keyed already in
-// decryption_mode 1.
+// decryption_mode 1 and, with several secrets, for their trials.
 func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
-	d := &decrypter{cfg: cfg, stats: stats, log: log, xor: codec.NewXORKey(cfg.Password), engine: cfg.Engine,
-		sizes: cfg.packetSizes(), callsC: cfg.callsC()}
-	if d.engine != nil && !cfg.PerConnection {
-		k, err := d.engine.NewKey()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCipher, err)
+	cands := cfg.candidates()
+	d := &decrypter{cfg: cfg, stats: stats, log: log, sizes: cfg.packetSizes(), cands: make([]keyed, len(cands))}
+	if len(cands) > 1 || cands[0].Networks != nil {
+		d.scratch = make([]byte, d.sizes[len(d.sizes)-1])
+		d.order, d.rank = make([]int, 0, len(cands)), make([]int, len(cands))
+	}
+	for i, c := range cands {
+		k := &d.cands[i]
+		k.Candidate, k.xor, k.callsC = c, codec.NewXORKey(c.Password), callsC(c.Engine)
+		if c.Name != "" {
+			k.matches = stats.SecretMatches(c.Name)
 		}
-		d.shared = k
+		if c.Rights != nil {
+			k.refused = stats.IdentityRefused(c.Rights.Name)
+		}
+		if c.Engine != nil && (!cfg.PerConnection || len(cands) > 1) {
+			key, err := c.Engine.NewKey()
+			if err != nil {
+				d.close()
+				return nil, fmt.Errorf("%w: %s: %w", ErrCipher, c.Name, err)
+			}
+			k.shared = key
+		}
 	}
 	return d, nil
 }
 
+// close releases the goroutine's keys.
+func (d *decrypter) close() {
+	for i := range d.cands {
+		if k := d.cands[i].shared; k != nil {
+			k.Close()
+		}
+	}
+}
+
 func closeDecrypters(ds []*decrypter) {
 	for _, d := range ds {
-		if d != nil && d.shared != nil {
-			d.shared.Close()
+		if d != nil {
+			d.close()
 		}
 	}
 }
@@ -157,7 +248,23 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 	if c.discard {
 		return
 	}
-	if d.engine != nil {
+	if c.sec == nil {
+		if d.order == nil {
+			c.sec = &d.cands[0]
+		} else if buf = d.choose(ctx, c, buf, out); len(buf) == 0 {
+			return
+		}
+	}
+	d.feedDecided(ctx, c, buf, out)
+}
+
+// feedDecided is feed for a connection whose secret is known.
+func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) {
+	if c.discard {
+		return
+	}
+	sec := c.sec
+	if sec.Engine != nil {
 		start := time.Now()
 		d.decryptSliced(c, buf)
 		took := time.Since(start)
@@ -177,8 +284,8 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Pa
 		n := min(target-c.curN, len(buf))
 		seg := c.cur[c.curN : c.curN+n]
 		copy(seg, buf[:n])
-		if d.cfg.Method == 1 {
-			d.xor.Apply(seg, c.IV[:], c.curN) // XOR restarts with every packet
+		if sec.Method == 1 {
+			sec.xor.Apply(seg, c.IV[:], c.curN) // XOR restarts with every packet
 		}
 		c.curN += n
 		buf = buf[n:]
@@ -257,7 +364,7 @@ const cgoSlice = 4 << 10
 // moves the P's schedule tick, which a decrypt goroutine that never waits
 // for input would not.
 func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
-	if !d.callsC {
+	if !c.sec.callsC {
 		d.decrypt(c, buf)
 		return
 	}
@@ -274,14 +381,14 @@ func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
 // goroutine's in mode 1. If no key can be made, buf stays as it is and the
 // error is kept for validation to report with the packet it spoils.
 func (d *decrypter) decrypt(c *Conn, buf []byte) {
-	k := d.shared
+	k := c.sec.shared
 	if d.cfg.PerConnection {
 		if c.key == nil {
 			if c.cipherErr != nil {
 				return
 			}
 			var err error
-			if c.key, err = d.engine.NewKey(); err != nil {
+			if c.key, err = c.sec.Engine.NewKey(); err != nil {
 				c.cipherErr = err
 				return
 			}
@@ -289,7 +396,7 @@ func (d *decrypter) decrypt(c *Conn, buf []byte) {
 		k = c.key
 	}
 	if !c.streaming {
-		c.stream.Start(d.engine, c.IV[:])
+		c.stream.Start(c.sec.Engine, c.IV[:])
 		c.streaming = true
 	}
 	k.Decrypt(&c.stream, buf)

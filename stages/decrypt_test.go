@@ -59,9 +59,7 @@ func newTestDecrypter(t testing.TB, cfg CipherConfig) (*decrypter, *counters.Sta
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.shared != nil {
-		t.Cleanup(d.shared.Close)
-	}
+	t.Cleanup(d.close)
 	return d, stats
 }
 
@@ -88,8 +86,8 @@ func TestDecryptPayloadLengths(t *testing.T) {
 				cfg := chooseCipher(t, m.alg, m.engine, CipherConfig{Method: m.method, Password: []byte(testPassword), PerConnection: perConn,
 					PayloadLengths: lengths})
 				d, _ := newTestDecrypter(t, cfg)
-				if d.callsC != (m.engine == cipher.EngineLibmcrypt) {
-					t.Fatalf("callsC = %v with engine %s", d.callsC, m.engine)
+				if d.cands[0].callsC != (m.engine == cipher.EngineLibmcrypt) {
+					t.Fatalf("callsC = %v with engine %s", d.cands[0].callsC, m.engine)
 				}
 				for _, payload := range append(lengths, 2048) {
 					c := &Conn{ID: 1, reader: &reader{}}
@@ -106,7 +104,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 						codec.Encode(pkt, codec.Result{Timestamp: 1, Host: "h", Service: fmt.Sprint(i), Output: "out"})
 						plain = append(plain, pkt...)
 					}
-					ct := encryptStream(t, d.engine, c.IV[:], plain)
+					ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)
 					out := make(chan Packet, 16)
 					for len(ct) > 0 {
 						n := min(1+rng.IntN(6000), len(ct))
@@ -151,7 +149,7 @@ func TestDecryptNoAllocs(t *testing.T) {
 	c := &Conn{ID: 1, reader: &reader{}}
 	plain := make([]byte, codec.Size)
 	codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Output: "o"})
-	ct := encryptStream(t, d.engine, c.IV[:], plain)
+	ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)
 	out := make(chan Packet, 1)
 	d.feed(context.Background(), c, bytes.Clone(ct), out) // decides the size
 	putBuf((<-out).Data)

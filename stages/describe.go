@@ -34,8 +34,22 @@ func Describe(cfg *conf.Config) string {
 	if strings.TrimSpace(addr) == "" {
 		addr = "all addresses"
 	}
-	return fmt.Sprintf("listening on %s port %d, decryption_method=%s (%s) by %s, decryption_mode=%d, %d decrypt goroutines, payload_length=%s",
-		addr, cfg.ServerPort, conf.NameOf(m), m.Name, servedBy(cfg), cfg.DecryptionMode, Threads(cfg), payloadLengths(cfg))
+	return fmt.Sprintf("listening on %s port %d, decryption_method=%s (%s) by %s%s, decryption_mode=%d, %d decrypt goroutines, payload_length=%s",
+		addr, cfg.ServerPort, conf.NameOf(m), m.Name, servedBy(cfg), secretsNote(cfg), cfg.DecryptionMode, Threads(cfg), payloadLengths(cfg))
+}
+
+// secretsNote names the secrets a connection's first packet is tried
+// with, when there is more than the one of password and decryption_method.
+func secretsNote(cfg *conf.Config) string {
+	cc, err := CipherOf(cfg)
+	if err != nil || len(cc.Candidates) == 0 {
+		return ""
+	}
+	names := make([]string, len(cc.Candidates))
+	for i, c := range cc.Candidates {
+		names[i] = c.Name
+	}
+	return fmt.Sprintf(", %d secrets tried in turn (%s)", len(names), strings.Join(names, ", "))
 }
 
 // servedBy names the engine that decrypts and why: the check that ran

@@ -876,7 +876,12 @@ func TestDecryptPerConnection(t *testing.T) {
 				copy(buf, plain)
 				enc.Encrypt(buf)
 
-				d := &decrypter{cfg: cfg, engine: cfg.Engine, sizes: cfg.packetSizes(), stats: counters.NewStats(), log: counters.NewRateLog(time.Second, 5)}
+				d, err := newDecrypter(cfg, counters.NewStats(), counters.NewRateLog(time.Second, 5))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.close()
+				c.sec = &d.cands[0]
 				func() {
 					defer func() {
 						if r := recover(); r != nil {

@@ -102,13 +102,25 @@ func CipherOf(cfg *conf.Config) (CipherConfig, error) {
 	if err != nil {
 		return CipherConfig{}, fmt.Errorf("%w: decryption_engine=%s: %w", ErrCipher, choice.Asked, err)
 	}
-	return CipherConfig{
+	cc := CipherConfig{
 		Method:         cfg.DecryptionMethod,
 		Engine:         choice.Engine,
 		Password:       []byte(cfg.Password),
 		PerConnection:  cfg.DecryptionMode == 0,
 		PayloadLengths: cfg.PayloadLengths,
-	}, nil
+	}
+	secrets, err := cfg.Secrets()
+	if err != nil {
+		return CipherConfig{}, fmt.Errorf("%w: %w", ErrCipher, err)
+	}
+	if len(secrets) > 1 || len(cfg.MoreMethods) > 0 || cfg.PasswordFile != "" || cfg.IdentitiesFile != "" {
+		// Named even when one is left, so that its matches are counted.
+		for _, s := range secrets {
+			cc.Candidates = append(cc.Candidates, Candidate{Name: s.Name, Method: s.Method.Number, Engine: s.Choice.Engine,
+				Password: s.Password, Networks: s.Networks, Rights: s.Rights})
+		}
+	}
+	return cc, nil
 }
 
 // New checks the config and builds a server on already listening sockets

@@ -13,7 +13,9 @@ import (
 
 	"github.com/golang/glog"
 
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -22,6 +24,7 @@ var (
 	ErrStale         = errors.New("stages: stale packet")
 	ErrTooManyChecks = errors.New("stages: too many checks on one connection")
 	ErrSpoofed       = errors.New("stages: host name does not resolve to the peer address")
+	ErrUnmatched     = errors.New("stages: no secret this client may use decrypts its packet")
 )
 
 // ValidateConfig are the validate stage's settings.
@@ -105,7 +108,18 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		v.reject(c, reason, err)
 		return sink.Item{}, false
 	}
+	if c.checks == 1 && c.sec != nil && c.sec.matches != nil {
+		c.sec.matches.Add(1)
+	}
 	r := codec.Decode(p.Data)
+	if k := c.sec; k != nil && k.Rights != nil && !v.authorized(k.Rights, r) {
+		// Refused like a spoofed host: the check, not the connection.
+		v.stats.Dropped(counters.DropUnauthorized).Add(1)
+		k.refused.Add(1)
+		v.log.Warningf("identity "+k.Rights.Name, "refused check from %s: identity %q (%s) may not submit results for host %q service %q",
+			c.Peer, k.Rights.Name, k.Rights.Where, r.Host, r.Service)
+		return sink.Item{}, false
+	}
 	if v.cfg.StrictSpoofing && !v.hostMatchesPeer(r.Host, c) {
 		// Stock drops the check but keeps the connection.
 		v.stats.Dropped(counters.DropSpoofed).Add(1)
@@ -160,6 +174,9 @@ func (v *validator) verify(p Packet, now time.Time) (string, error) {
 			return counters.DropBadCRC, err
 		}
 		return counters.DropBadVersion, err
+	}
+	if c.unmatched {
+		return counters.DropBadCRC, ErrUnmatched
 	}
 	if v.cfg.MaxPacketAge > 0 {
 		ts := int64(codec.TimestampOf(p.Data))
@@ -235,4 +252,11 @@ func (d *dnsCache) lookup(host string) []netip.Addr {
 	d.entries[host] = dnsEntry{addrs: addrs, expires: now.Add(dnsTTL)}
 	d.mu.Unlock()
 	return addrs
+}
+
+// authorized says whether id may submit r, matched as nsca-ng matches the
+// external command, with the output escaped as stock escapes it.
+func (v *validator) authorized(id *identities.Identity, r codec.Result) bool {
+	out, _ := dialect.Nagios.AppendCommand(nil, r.Output, r.Service == "")
+	return id.AllowsResult(r.Host, r.Service, r.ReturnCode, string(out))
 }

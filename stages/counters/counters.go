@@ -19,6 +19,7 @@ const (
 	DropAfterReject   = "after_reject"
 	DropTooManyChecks = "too_many_checks"
 	DropSpoofed       = "spoofed_host"
+	DropUnauthorized  = "unauthorized" // outside the rights of the identity that sent it
 	DropSink          = "sink_failed"
 	DropShutdown      = "shutdown"
 )
@@ -64,12 +65,15 @@ type Stats struct {
 	sinkErrors map[string]*atomic.Uint64
 	fellBack   map[string]*atomic.Uint64
 	durable    map[string]func() DurableQueue // see RegisterDurable
+	secrets    map[string]*atomic.Uint64      // see SecretMatches
+	refused    map[string]*atomic.Uint64      // see IdentityRefused
 }
 
 // NewStats returns zeroed counters.
 func NewStats() *Stats {
 	return &Stats{emitted: map[string]*atomic.Uint64{}, dropped: map[string]*atomic.Uint64{},
-		sinkErrors: map[string]*atomic.Uint64{}, fellBack: map[string]*atomic.Uint64{}}
+		sinkErrors: map[string]*atomic.Uint64{}, fellBack: map[string]*atomic.Uint64{},
+		secrets: map[string]*atomic.Uint64{}, refused: map[string]*atomic.Uint64{}}
 }
 
 func (s *Stats) counter(m map[string]*atomic.Uint64, key string) *atomic.Uint64 {
@@ -104,6 +108,16 @@ func (s *Stats) SinkErrors(sink string) *atomic.Uint64 { return s.counter(s.sink
 // fallback: it failed to deliver them, or its queue was full.
 func (s *Stats) FellBack(sink string) *atomic.Uint64 { return s.counter(s.fellBack, sink) }
 
+// SecretMatches returns the counter of connections whose first packet the
+// named secret decrypted (a conf.Secret's name, never the password).
+func (s *Stats) SecretMatches(secret string) *atomic.Uint64 { return s.counter(s.secrets, secret) }
+
+// IdentityRefused returns the counter of results the named identity sent
+// and has no right to.
+func (s *Stats) IdentityRefused(identity string) *atomic.Uint64 {
+	return s.counter(s.refused, identity)
+}
+
 // Snapshot is a consistent-enough copy of the counters for logging and tests.
 type Snapshot struct {
 	Connections, Refused, Received uint64
@@ -115,6 +129,10 @@ type Snapshot struct {
 	DialectLossy                   uint64
 	Emitted, Dropped, SinkErrors   map[string]uint64
 	FellBack                       map[string]uint64
+	// SecretMatches and IdentityRefused are by secret and by identity
+	// name; see Stats.SecretMatches and Stats.IdentityRefused.
+	SecretMatches   map[string]uint64 `json:",omitempty"`
+	IdentityRefused map[string]uint64 `json:",omitempty"`
 	// Durable holds each destination's durable disk queue, when
 	// queue_directory is set.
 	Durable map[string]DurableQueue `json:",omitempty"`
@@ -147,6 +165,8 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.Dropped = load(s.dropped)
 	snap.SinkErrors = load(s.sinkErrors)
 	snap.FellBack = load(s.fellBack)
+	snap.SecretMatches = load(s.secrets)
+	snap.IdentityRefused = load(s.refused)
 	snap.Durable = s.readDurable()
 	return snap
 }
@@ -254,6 +274,8 @@ func (s *Snapshot) Add(o Snapshot) {
 	addInto(&s.Dropped, o.Dropped)
 	addInto(&s.SinkErrors, o.SinkErrors)
 	addInto(&s.FellBack, o.FellBack)
+	addInto(&s.SecretMatches, o.SecretMatches)
+	addInto(&s.IdentityRefused, o.IdentityRefused)
 	addInto(&s.Queues, o.Queues)
 	addDurable(&s.Durable, o.Durable)
 }

@@ -119,6 +119,8 @@ var (
 	descLost        = desc("queue_lost_results_total", "Results lost to damage of a durable queue, where known.", "sink")
 	descLostUnknown = desc("queue_lost_unknown_total", "Damaged regions of a durable queue whose number of lost results is unknown (found at start in files no process had read).", "sink")
 	descDecrypt     = desc("decrypt_seconds_total", "Time spent decrypting, by method.", "method")
+	descSecrets     = desc("secret_matches_total", "Connections whose first packet a secret decrypted, by secret: password/METHOD, password_file:LINE/METHOD or an identity's name (never the password).", "secret")
+	descIdentity    = desc("identity_refused_total", "Results refused because the identity that sent them has no right to them (identities_file), by identity.", "identity")
 )
 
 // collect writes the current values.
@@ -165,4 +167,6 @@ func (c *collector) collect(e *exposition) {
 		counter(descLostUnknown, q.LostUnknown, k)
 	}
 	e.sample(descDecrypt, "counter", float64(s.DecryptNanos)/1e9, []string{c.method})
+	counterFamily(descSecrets, s.SecretMatches)
+	counterFamily(descIdentity, s.IdentityRefused)
 }
