@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/emit/dialect"
 )
 
@@ -283,6 +284,9 @@ func (c *Config) Validate() error {
 			"set check_result_path or remove the cap: %w",
 			c.where("check_result_path_max_files"), c.CheckResultPathMaxFiles, ErrConflict)
 	}
+	if err := c.validateNG(); err != nil {
+		return err
+	}
 	if c.MaxPacketAgeEnabled && c.MaxPacketAge == 0 {
 		// Stock 2.7 read 0 as "no limit", nsca_fast as a limit of 0 seconds;
 		// rather than pick one silently, make the operator say which.
@@ -540,6 +544,23 @@ func (c *Config) validateRemote() error {
 				return conflict(f.name, "%s=dump needs alternate_dump_file", f.name)
 			}
 		}
+	}
+	return nil
+}
+
+// validateNG refuses an nsca-ng listener this build or configuration
+// cannot serve: without cgo there is no OpenSSL, and without identities
+// no client could authenticate.
+func (c *Config) validateNG() error {
+	if c.NscaNGListen == "" {
+		return nil
+	}
+	if err := openssl.Available(); err != nil {
+		return c.PathError("nsca_ng_listen", err)
+	}
+	if c.IdentitiesFile == "" {
+		return fmt.Errorf("conf: %s: nsca_ng_listen=%s needs identities_file: nsca-ng clients authenticate as its "+
+			"identities: %w", c.where("nsca_ng_listen"), c.NscaNGListen, ErrConflict)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,9 @@ type NGIdentity interface {
 	Allows(cmd string) bool
 	// From says whether it may connect from addr (its networks).
 	From(addr netip.Addr) bool
+	// Label names it in counters: the block's name, "*" for the fallback,
+	// so that clients cannot make up new series.
+	Label() string
 }
 
 // NGIdentities are the identities nsca-ng clients authenticate as.
@@ -86,7 +90,7 @@ type NGConfig struct {
 type ngServer struct {
 	cfg      NGConfig
 	ctx      *openssl.Context
-	ln       *net.TCPListener
+	ln       *os.File
 	out      chan<- Packet
 	stats    *counters.Stats
 	log      *counters.RateLog
@@ -128,12 +132,12 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 		rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
 		return serr
 	}}
-	l, err := lc.Listen(context.Background(), "tcp", cfg.Listen)
+	ln, err := ngListen(lc, cfg.Listen)
 	if err != nil {
 		tlsCtx.Close()
 		return fmt.Errorf("%w: nsca_ng_listen=%s: %w", ErrNG, cfg.Listen, err)
 	}
-	s := &ngServer{cfg: cfg, ctx: tlsCtx, ln: l.(*net.TCPListener), out: out, stats: env.Stats, log: env.Log,
+	s := &ngServer{cfg: cfg, ctx: tlsCtx, ln: ln, out: out, stats: env.Stats, log: env.Log,
 		commands: make(chan ngCommand, 64), stop: stop}
 	for i := 0; i < max(cfg.Threads, 1); i++ {
 		w, err := newNGWorker(s)
@@ -147,7 +151,7 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 		}
 		s.workers = append(s.workers, w)
 	}
-	glog.Infof("nsca-ng: listening on %s (%d identities, %d session goroutines)", s.ln.Addr(), len(cfg.Identities.Keys()), len(s.workers))
+	glog.Infof("nsca-ng: listening on %s (%d identities, %d session goroutines)", cfg.Listen, len(cfg.Identities.Keys()), len(s.workers))
 	var wg, cmds sync.WaitGroup
 	run(ctx, &wg, "nsca-ng:accept", func(ctx context.Context) {
 		s.accept(ctx)
@@ -157,12 +161,10 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 		}
 	})
 	for _, w := range s.workers {
+		w.ctx = ctx
 		run(ctx, &wg, "nsca-ng", func(ctx context.Context) { w.loop(ctx) })
 	}
 	run(ctx, &cmds, "nsca-ng:commands", func(ctx context.Context) { s.writeCommands() })
-	for _, w := range s.workers {
-		w.ctx = ctx
-	}
 	go func() {
 		select {
 		case <-stop:
@@ -187,8 +189,30 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 	return nil
 }
 
-// Addr is where the listener listens, for tests that asked for port 0.
-func (s *ngServer) Addr() net.Addr { return s.ln.Addr() }
+// ngListen listens on address as a non-blocking descriptor in Go's
+// poller, which accepts with accept4 as the accept stage does: a
+// net.Listener's raw connection cannot be read.
+func ngListen(lc net.ListenConfig, address string) (*os.File, error) {
+	l, err := lc.Listen(context.Background(), "tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	rc, err := l.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	dup := -1
+	rc.Control(func(fd uintptr) { dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return nil, err
+	}
+	return os.NewFile(uintptr(dup), "nsca-ng listener"), nil
+}
 
 // accept takes connections off the listener and deals them to the
 // workers in turn.
@@ -208,6 +232,9 @@ func (s *ngServer) accept(ctx context.Context) {
 			return aerr != syscall.EAGAIN
 		})
 		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				glog.Errorf("nsca-ng: accept: %v", err)
+			}
 			return
 		}
 		switch aerr {
@@ -627,6 +654,10 @@ func (s *ngSession) handshakeFailed(err error) {
 
 // fail ends a session whose TLS connection broke or was closed.
 func (s *ngSession) fail(err error) {
+	if errors.Is(err, openssl.ErrClosed) {
+		// Its close_notify is answered with ours, as the client waits for it.
+		s.tls.Shutdown()
+	}
 	if !errors.Is(err, openssl.ErrClosed) {
 		s.w.srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s: %v", s.who(), err)
 	} else if s.state != ngFirst && s.state != ngReady {
@@ -738,6 +769,7 @@ func (s *ngSession) push(data []byte) {
 	}
 	if !s.identity.Allows(cmd.Text) {
 		srv.stats.Dropped(DropNGUnauthorized).Add(1)
+		srv.stats.IdentityRefused(s.identity.Label()).Add(1)
 		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: not authorized: %s", s.who(), cmd.Text)
 		s.reply(nscang.FailUnauthorized)
 		return
