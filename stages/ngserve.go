@@ -30,13 +30,14 @@ var (
 	ErrNGShutdown = errors.New("stages: the server is shutting down")
 )
 
-// Reasons an nsca-ng client's command is refused, as drop counters.
-const (
-	DropNGUnauthorized  = "nsca_ng_unauthorized"
-	DropNGBadCommand    = "nsca_ng_bad_command"
-	DropNGNoCommandFile = "nsca_ng_no_command_file"
-	DropNGCommandFile   = "nsca_ng_command_file_failed"
-)
+// DropNGBadCommand counts pushed commands that do not parse (a check
+// result with a field missing, a bad timestamp). A result outside the
+// identity's rights is counted as counters.DropUnauthorized, as a
+// send_nsca client's is. Commands other than check results are not
+// results: they are not counted as received or dropped; the client is
+// told FAIL when one is not written, and a refused one is counted per
+// identity.
+const DropNGBadCommand = "nsca_ng_bad_command"
 
 // NGIdentity is what the nsca-ng listener asks of the identity a client
 // authenticated as.
@@ -278,7 +279,6 @@ func (s *ngServer) writeCommands() {
 	for c := range s.commands {
 		var err error
 		if err = s.cfg.Commands.WriteCommand(c.line); err != nil {
-			s.stats.Dropped(DropNGCommandFile).Add(1)
 			s.log.Warningf("nsca-ng:command_file", "nsca-ng: command from %s not written: %v", c.s.who(), err)
 		}
 		c.s.w.post(ngEvent{s: c.s, ack: true, err: err})
@@ -761,6 +761,9 @@ func (s *ngSession) push(data []byte) {
 	srv := s.w.srv
 	s.state = ngReady
 	cmd, err := nscang.ParseCommand(data)
+	if err != nil || cmd.Result != nil {
+		srv.stats.Received.Add(1)
+	}
 	if err != nil {
 		srv.stats.Dropped(DropNGBadCommand).Add(1)
 		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: %v: %q", s.who(), err, data)
@@ -768,7 +771,9 @@ func (s *ngSession) push(data []byte) {
 		return
 	}
 	if !s.identity.Allows(cmd.Text) {
-		srv.stats.Dropped(DropNGUnauthorized).Add(1)
+		if cmd.Result != nil {
+			srv.stats.Dropped(counters.DropUnauthorized).Add(1)
+		}
 		srv.stats.IdentityRefused(s.identity.Label()).Add(1)
 		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: not authorized: %s", s.who(), cmd.Text)
 		s.reply(nscang.FailUnauthorized)
@@ -776,7 +781,6 @@ func (s *ngSession) push(data []byte) {
 	}
 	if cmd.Result == nil {
 		if srv.cfg.Commands == nil {
-			srv.stats.Dropped(DropNGNoCommandFile).Add(1)
 			srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: no command_file for commands other than check results: %s", s.who(), cmd.Text)
 			s.reply("FAIL No command_file for commands other than check results")
 			return
@@ -797,7 +801,6 @@ func (s *ngSession) push(data []byte) {
 	if !cmd.HasTime {
 		t = time.Now().Unix()
 	}
-	srv.stats.Received.Add(1)
 	w := s.w
 	p := Packet{Conn: s.conn, NG: &NGResult{Result: *cmd.Result, Time: t, Ack: func(err error) {
 		w.post(ngEvent{s: s, ack: true, err: err})
