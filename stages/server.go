@@ -76,11 +76,17 @@ func Threads(cfg *conf.Config) int {
 // CPUs: a goroutine in a C call keeps its P, and when no P is idle the
 // runtime's monitor takes it back after 20 µs and then polls every 20 µs for
 // a millisecond, which cost a libmcrypt server 4 % of its CPU.
+// The nsca-ng listener's session goroutines are such goroutines too:
+// OpenSSL does their work.
 func CgoGoroutines(cfg *conf.Config) int {
-	if c, err := CipherOf(cfg); err != nil || !c.callsC() {
-		return 0
+	n := 0
+	if cfg.NscaNGListen != "" {
+		n = cfg.NscaNGThreads
 	}
-	return Threads(cfg)
+	if c, err := CipherOf(cfg); err != nil || !c.callsC() {
+		return n
+	}
+	return n + Threads(cfg)
 }
 
 // openFilesLimit is RLIMIT_NOFILE, the most descriptors this process may

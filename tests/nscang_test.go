@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -396,4 +397,62 @@ func TestNscaNGConcurrent(t *testing.T) {
 	}
 	sort.Strings(want)
 	assertLines(t, lines, want)
+}
+
+// TestNscaNGHostile: clients that connect to the nsca-ng port and never
+// finish a TLS handshake hold no more than nsca_ng_max_sessions sessions
+// (the rest are refused at once, counted), are closed after
+// nsca_ng_handshake_timeout, and meanwhile send_nsca clients on the
+// legacy port and an nsca-ng client within the cap are served.
+func TestNscaNGHostile(t *testing.T) {
+	progs := ngExtract(t, false)
+	dir := t.TempDir()
+	cmd := commandFile(t, dir)
+	ids := filepath.Join(dir, "nsca-ng.cfg")
+	writeFile(t, ids, ngIdentities(cmd, 0), 0o600)
+	d, ngPort, metrics := ngStartDaemon(t, dir, cmd, ids, Config{"append_to_file": "1",
+		"nsca_ng_max_sessions": "8", "nsca_ng_handshake_timeout": "2"})
+	// The probe that found the listener up was one handshake that failed.
+	base, _ := relScrape(metrics)
+	const hostile = 20
+	var conns []net.Conn
+	for i := 0; i < hostile; i++ {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ngPort)), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			c.Write([]byte{0x16, 0x03}) // the start of a TLS record, and no more
+		}
+		conns = append(conns, c)
+		defer c.Close()
+	}
+	lo := now()
+	Client{Password: "legacy-secret", Method: 1}.send(t, d.Port, "legacy\tsvc\t0\tserved beside the hostile clients\n", 1)
+	refused := `nsca_connections_refused_total`
+	if got := identWaitMetric(t, metrics, refused, base[refused]+hostile-8); got < base[refused]+hostile-8 {
+		t.Errorf("%s = %v, want at least %v: the sessions over nsca_ng_max_sessions=8 were not refused", refused, got, base[refused]+hostile-8)
+	}
+	// Every hostile connection ends: at once over the cap, after the
+	// handshake timeout within it.
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(15 * time.Second))
+		// A reset is a close too: the server did not read what was sent.
+		if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("hostile connection %d still open after the handshake timeout: %v", i, err)
+		}
+	}
+	if out, err := (ngClient{bin: progs.client, identity: "alice", password: "alice-secret", port: ngPort}).run(t, "web1\tdisk\t0\tafter the hostile ones\x17"); err != nil {
+		t.Errorf("nsca-ng client after the hostile ones: %v\n%s", err, out)
+	}
+	waitFileLines(t, cmd, 2)
+	hi := now()
+	d.Stop()
+	assertLines(t, commandsIn(t, cmd, lo, hi), []string{
+		"PROCESS_SERVICE_CHECK_RESULT;legacy;svc;0;served beside the hostile clients",
+		"PROCESS_SERVICE_CHECK_RESULT;web1;disk;0;after the hostile ones",
+	})
+	if !strings.Contains(d.Stderr(), "no TLS handshake within 2s") || !strings.Contains(d.Stderr(), "nsca_ng_max_sessions=8 reached") {
+		t.Errorf("the log does not say why the hostile connections were closed")
+	}
 }
