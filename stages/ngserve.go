@@ -643,6 +643,14 @@ func (s *ngSession) established() bool {
 
 func (s *ngSession) handshakeFailed(err error) {
 	srv := s.w.srv
+	if errors.Is(err, openssl.ErrEOF) {
+		// Closed before the handshake was done: a scanner, a probe, a
+		// client that gave up. No key was refused.
+		srv.stats.Incomplete.Add(1)
+		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s closed the connection during the TLS handshake", s.peer)
+		s.end()
+		return
+	}
 	srv.stats.Refused.Add(1)
 	name := ""
 	if info := s.tls.Info(); info.Identity != "" {

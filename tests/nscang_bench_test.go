@@ -75,7 +75,9 @@ func cpuOf(t testing.TB, pid int) time.Duration {
 // result for nsca-ng clients, ours against nsca-ng's server. It prints
 // figures for BENCHMARKS.md; it asserts nothing timed but a generous
 // sanity bound. NSCA_NG_BENCH=1 runs it (NSCA_NG_BENCH_SECONDS, default 10,
-// is each phase's length).
+// is each phase's length; NSCA_NG_BENCH_CLIENTS, default 2, how many
+// nsca-ng clients run at once, each one session of 100 results after the
+// other).
 func TestNscaNGBench(t *testing.T) {
 	if os.Getenv("NSCA_NG_BENCH") == "" {
 		t.Skip("a benchmark: NSCA_NG_BENCH=1 runs it")
@@ -100,7 +102,11 @@ authorize "bench" {
 `, fifo, theirPort), 0o600)
 	d, ngPort, _ := ngStartDaemon(t, dir, fifo, ids, nil)
 
-	const perRun, legacyLoops, ngLoops = 100, 2, 2
+	const perRun, legacyLoops = 100, 2
+	ngLoops := 2
+	if n, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_CLIENTS")); err == nil && n > 0 {
+		ngLoops = n
+	}
 	legacyInput := strings.Repeat("legacy\tsvc\t0\tlegacy load\n", perRun)
 	ngInput := strings.Repeat("nsca-ng\tsvc\t0\tnsca-ng load\x17", perRun)
 	legacyOnce := func() error {
@@ -136,22 +142,26 @@ authorize "bench" {
 		}
 		return
 	}
-	pid := d.Pid()
+	// nsca-ng's server runs throughout, on the same FIFO, so that the same
+	// nsca-ng client load can be pointed at either server while the legacy
+	// clients run: the clients' own CPU then weighs the same in both.
+	their := ngServer(t, progs.server, ids, theirPort)
+	pid, theirPID := d.Pid(), their.cmd.Process.Pid
 	alone, _, _ := measure(true, 0, pid)
-	beside, ngBeside, _ := measure(true, ngPort, pid)
+	besideOurs, ngOurs, _ := measure(true, ngPort, pid)
+	besideTheirs, ngTheirs, _ := measure(true, theirPort, pid)
 	alone2, _, _ := measure(true, 0, pid)
 	_, ours, oursCPU := measure(false, ngPort, pid)
+	_, theirs, theirCPU := measure(false, theirPort, theirPID)
+	their.terminate(5 * time.Second)
 	d.Stop()
 
-	their := ngServer(t, progs.server, ids, theirPort)
-	_, theirs, theirCPU := measure(false, theirPort, their.cmd.Process.Pid)
-	their.terminate(5 * time.Second)
-
 	base := (alone + alone2) / 2
-	t.Logf("legacy send_nsca, %d loops of %d checks per connection: alone %.0f/s and %.0f/s, beside %d nsca-ng loops %.0f/s (nsca-ng %.0f/s): ratio %.2f",
-		legacyLoops, perRun, alone, alone2, ngLoops, beside, ngBeside, beside/base)
-	t.Logf("nsca-ng clients, %d loops of %d results per session: nsca_fast %.0f results/s, %v CPU per result; nsca-ng-server %.0f results/s, %v CPU per result",
+	t.Logf("legacy send_nsca, %d loops of %d checks per connection: alone %.0f/s and %.0f/s; beside %d nsca-ng clients on our port %.0f/s (ratio %.2f; nsca-ng %.0f/s), beside the same load on nsca-ng-server's port %.0f/s (ratio %.2f; nsca-ng %.0f/s); ours/theirs %.2f",
+		legacyLoops, perRun, alone, alone2, ngLoops, besideOurs, besideOurs/base, ngOurs, besideTheirs, besideTheirs/base, ngTheirs, besideOurs/besideTheirs)
+	t.Logf("nsca-ng clients alone, %d loops of %d results per session: nsca_fast %.0f results/s, %v CPU per result; nsca-ng-server %.0f results/s, %v CPU per result",
 		ngLoops, perRun, ours, oursCPU, theirs, theirCPU)
+	beside := besideOurs
 	if base == 0 || ours == 0 || theirs == 0 {
 		t.Fatalf("a phase delivered nothing")
 	}

@@ -456,3 +456,67 @@ func TestNscaNGHostile(t *testing.T) {
 		t.Errorf("the log does not say why the hostile connections were closed")
 	}
 }
+
+// TestNscaNGNetworks: an identity's networks (ours, beside nsca-ng's keys)
+// restrict where its nsca-ng clients may connect from, as for send_nsca
+// clients; "*" lends its key and rights to identities without a block.
+func TestNscaNGNetworks(t *testing.T) {
+	progs := ngExtract(t, false)
+	dir := t.TempDir()
+	cmd := commandFile(t, dir)
+	ids := filepath.Join(dir, "identities.cfg")
+	writeFile(t, ids, `authorize "near" {
+	password = "near-secret"
+	services = ".*"
+	networks = { "127.0.0.0/8" }
+}
+authorize "far" {
+	password = "far-secret"
+	services = ".*"
+	networks = { "10.99.0.0/16" }
+}
+authorize "*" {
+	password = "anyone-secret"
+	services = "ping"
+}
+`, 0o600)
+	d, ngPort, metrics := ngStartDaemon(t, dir, cmd, ids, Config{"append_to_file": "1"})
+	base, _ := relScrape(metrics)
+	lo := now()
+	send := func(identity, password, input string) error {
+		out, err := ngClient{bin: progs.client, identity: identity, password: password, port: ngPort}.run(t, input)
+		if err != nil {
+			t.Logf("%s: %v: %s", identity, err, out)
+		}
+		return err
+	}
+	if err := send("near", "near-secret", "h\tdisk\t0\tfrom near\x17"); err != nil {
+		t.Errorf("near, from its network: refused")
+	}
+	if err := send("far", "far-secret", "h\tdisk\t0\tfrom far\x17"); err == nil {
+		t.Errorf("far, from outside its networks: accepted")
+	}
+	if err := send("somebody", "anyone-secret", "h\tping\t0\tthe fallback's key\x17"); err != nil {
+		t.Errorf("an identity without a block, with the fallback's key: refused")
+	}
+	if err := send("somebody", "anyone-secret", "h\tdisk\t0\tnot the fallback's right\x17"); err == nil {
+		t.Errorf("the fallback's identity sent a result outside its rights")
+	}
+	waitFileLines(t, cmd, 2)
+	refused := `nsca_connections_refused_total`
+	if got := identWaitMetric(t, metrics, refused, base[refused]+1); got != base[refused]+1 {
+		t.Errorf("%s = %v, want %v", refused, got, base[refused]+1)
+	}
+	if got := identWaitMetric(t, metrics, `nsca_identity_refused_total{identity="*"}`, 1); got != 1 {
+		t.Errorf(`refusals counted for "*": %v, want 1`, got)
+	}
+	hi := now()
+	d.Stop()
+	assertLines(t, commandsIn(t, cmd, lo, hi), []string{
+		"PROCESS_SERVICE_CHECK_RESULT;h;disk;0;from near",
+		"PROCESS_SERVICE_CHECK_RESULT;h;ping;0;the fallback's key",
+	})
+	if !strings.Contains(d.Stderr(), `identity "far" may not connect from 127.0.0.1`) {
+		t.Errorf("the refusal of far is not logged")
+	}
+}

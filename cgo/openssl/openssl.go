@@ -183,6 +183,9 @@ typedef struct {
 	int code;
 } nsca_io;
 
+// The peer closed the connection without close_notify: not an SSL_ERROR_*.
+#define NSCA_EOF (-2)
+
 static nsca_io nsca_result(SSL *ssl, int rc, char *err, int errlen) {
 	nsca_io r = { rc, SSL_ERROR_NONE };
 	unsigned long e;
@@ -197,6 +200,10 @@ static nsca_io nsca_result(SSL *ssl, int rc, char *err, int errlen) {
 			ERR_error_string_n(e, err, errlen);
 		} else {
 			err[0] = '\0';
+		}
+		if ((r.code == SSL_ERROR_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+				(r.code == SSL_ERROR_SYSCALL && e == 0)) {
+			r.code = NSCA_EOF;
 		}
 	}
 	ERR_clear_error();
@@ -319,6 +326,8 @@ func (s *Session) outcome(r C.nsca_io, err *[errLen]C.char, what string) (int, W
 		return 0, WantWrite, nil
 	case C.SSL_ERROR_ZERO_RETURN:
 		return 0, Done, ErrClosed
+	case C.NSCA_EOF:
+		return 0, Done, fmt.Errorf("%w: %s: %w", ErrTLS, what, ErrEOF)
 	}
 	why := C.GoString(&err[0])
 	if why == "" {

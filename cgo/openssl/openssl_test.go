@@ -152,3 +152,26 @@ func TestBadCipherList(t *testing.T) {
 		t.Fatalf("err %v, want ErrContext", err)
 	}
 }
+
+// TestEOFDuringHandshake: a client that connects and closes without a
+// word is ErrEOF, not a refused key.
+func TestEOFDuringHandshake(t *testing.T) {
+	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, "PSK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, _, err := serveOne(t, ctx, ln); !errors.Is(err, ErrEOF) || !errors.Is(err, ErrTLS) {
+		t.Fatalf("err %v, want ErrTLS and ErrEOF", err)
+	}
+}
