@@ -485,6 +485,10 @@ func (w *ngWorker) sweep(now time.Time) {
 			s.end()
 		case s.state == ngWait:
 			// The pipeline has its result: its outcome comes.
+		case s.state == ngDraining:
+			if now.After(s.deadline) {
+				s.end()
+			}
 		case w.stopping && now.After(w.stopAt):
 			s.bail("Server shutting down")
 		case s.state != ngClosing && now.Sub(s.lastActive) > w.srv.cfg.Timeout:
@@ -512,7 +516,13 @@ const (
 	ngPush              // reading a pushed command
 	ngWait              // a command is with the pipeline or the command file
 	ngClosing           // writing the last reply, then close_notify
+	ngDraining          // close_notify sent: reading to the client's end
 )
+
+// drainFor bounds how long a closed session waits for the client's end.
+// Closing a socket with unread input resets the connection, and the reset
+// can take the client's last reply (OKAY to QUIT, a BAIL) with it.
+const drainFor = 2 * time.Second
 
 // ngSession is one nsca-ng connection; only its worker touches it.
 type ngSession struct {
@@ -563,7 +573,11 @@ func (s *ngSession) drive() {
 		switch s.state {
 		case ngClosing:
 			s.tls.Shutdown()
-			s.end()
+			unix.Shutdown(s.fd, unix.SHUT_WR)
+			s.state, s.deadline = ngDraining, time.Now().Add(drainFor)
+			continue
+		case ngDraining:
+			s.drain()
 			return
 		case ngHandshake:
 			want, err := s.tls.Handshake()
@@ -601,6 +615,24 @@ func (s *ngSession) drive() {
 			continue
 		}
 		s.pollWrite(want == openssl.WantWrite)
+		return
+	}
+}
+
+// drain reads and discards what the client still sends after the session
+// ended, and closes once it has closed its side.
+func (s *ngSession) drain() {
+	for {
+		n, err := rawsys.Read(s.fd, s.w.buf)
+		switch {
+		case n > 0:
+			continue
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return
+		}
+		s.end()
 		return
 	}
 }

@@ -322,8 +322,17 @@ func ngOpenSSL(t testing.TB, port int, requests []string) []string {
 	cmd := exec.Command("openssl", "s_client", "-quiet", "-connect", "127.0.0.1:"+strconv.Itoa(port),
 		"-psk_identity", "alice", "-psk", hex.EncodeToString([]byte("alice-secret")))
 	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
+	// A pipe of our own: StdoutPipe's is closed by Wait, which runs at
+	// once (mustStart), and would lose the answer of a session the server
+	// ends at once (PONG).
+	out, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout = w
 	p := mustStart(t, "openssl", cmd)
+	w.Close()
 	defer p.terminate(time.Second)
 	lines := make(chan string, 16)
 	go func() {
