@@ -21,8 +21,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/emit/dialect"
 )
@@ -81,13 +79,13 @@ type Config struct {
 
 	// Options of the C++ nsca_fast this project replaces.
 
-	DecryptionMode          int  // decryption_mode: 0 instance per connection, 1 per goroutine
-	Workers                 int  // nsca_workers
-	ThreadsPerWorker        int  // nsca_threads_per_worker; 0 = CPUShare
-	MaxChecksPerConnection  int  // max_checks_per_connection; 0 = unlimited
-	MaxPacketAgeEnabled     bool // max_packet_age_enabled
-	CheckResultPathMaxFiles int  // check_result_path_max_files; 0 = no cap
-	DirStats                bool // dir_stats, accepted and ignored
+	DecryptionMode          int    // decryption_mode: 0 instance per connection, 1 per goroutine
+	Workers                 int    // nsca_workers
+	ThreadsPerWorker        int    // nsca_threads_per_worker; 0 = CPUShare
+	MaxChecksPerConnection  int    // max_checks_per_connection; 0 = unlimited
+	MaxPacketAgeEnabled     bool   // max_packet_age_enabled
+	CheckResultPathMaxFiles int    // check_result_path_max_files; 0 = no cap
+	DirStats                string // dir_stats; "" = no statistics files
 
 	// Decryption options new in this project.
 
@@ -197,8 +195,7 @@ func Load(path string) (*Config, error) {
 	}
 	if fi, err := f.Stat(); err == nil && c.Password != "" && fi.Mode().Perm()&0o004 != 0 {
 		c.warnf(c.Lines["password"], "password: the file is readable by every user (mode %04o); "+
-			"remove read permission for others so only the daemon's user can read the password",
-			fi.Mode().Perm())
+			"let only root and the daemon's group read it: %s", fi.Mode().Perm(), c.privateMode(path))
 	}
 	return c, nil
 }
@@ -276,9 +273,6 @@ func (c *Config) Validate() error {
 	if err := c.validateRemote(); err != nil {
 		return err
 	}
-	if err := c.checkPaths(); err != nil {
-		return err
-	}
 	if c.CheckResultPathMaxFiles > 0 && c.CheckResultPath == "" {
 		return fmt.Errorf("conf: %s: check_result_path_max_files=%d caps a spool that is not configured: "+
 			"set check_result_path or remove the cap: %w",
@@ -293,52 +287,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("conf: %s: max_packet_age_enabled=1 with max_packet_age=0 is ambiguous: "+
 			"set max_packet_age to 1..900 or max_packet_age_enabled=0: %w",
 			c.where("max_packet_age_enabled"), ErrConflict)
-	}
-	return nil
-}
-
-// Reasons a path option names something the daemon cannot use.
-var (
-	errIsDir  = errors.New("is a directory, not the core's FIFO or a regular file")
-	errNotDir = errors.New("is not a directory")
-)
-
-// checkPaths refuses what the daemon would start with and then silently
-// fail on at every result: a command_file that is a directory (a FIFO or a
-// file that does not exist yet is fine: the core may create it later), and a
-// check_result_path that does not exist, is no directory or cannot be
-// written. --check-config and the daemon say the same, with the line. Under
-// nsca_chroot the paths resolve only once the daemon is inside it, so it
-// checks them there (see PathError).
-func (c *Config) checkPaths() error {
-	if c.Chroot != "" {
-		return nil
-	}
-	if c.CommandFile != "" {
-		if st, err := os.Stat(c.CommandFile); err == nil && st.IsDir() {
-			return c.PathError("command_file", errIsDir)
-		}
-	}
-	if c.CheckResultPath != "" {
-		if err := usableDir(c.CheckResultPath); err != nil {
-			return c.PathError("check_result_path", err)
-		}
-	}
-	return nil
-}
-
-// usableDir says why results cannot be created in dir, as the user the
-// check runs as; access(2) also sees a read-only file system.
-func usableDir(dir string) error {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return errNotDir
-	}
-	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
-		return fmt.Errorf("cannot create files in it: %w", err)
 	}
 	return nil
 }
@@ -370,6 +318,19 @@ func (c *Config) Dump() []string {
 			v = show(o.kind.text(c))
 		}
 		out = append(out, o.name+"="+v)
+	}
+	return out
+}
+
+// Changed lists, in table order, the options whose effective value in c
+// differs from that in old, for the reload's log line: names only, so a
+// changed password is reported without showing it.
+func (c *Config) Changed(old *Config) []string {
+	var out []string
+	for _, o := range options {
+		if o.kind.text(c) != o.kind.text(old) {
+			out = append(out, o.name)
+		}
 	}
 	return out
 }
@@ -419,8 +380,11 @@ func Options() []Option {
 	return out
 }
 
-// where names the place an option was set: file:line if it came from the
-// file, otherwise the file alone (or "defaults" for a Config from Default).
+// Where names the place an option was set, for messages: file:line if it
+// came from the file, otherwise the file alone (or "defaults" for a Config
+// from Default).
+func (c *Config) Where(name string) string { return c.where(name) }
+
 func (c *Config) where(name string) string {
 	file := c.File
 	if file == "" {

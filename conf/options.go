@@ -112,9 +112,10 @@ var options = []option{
 	{name: "decryption_engine", def: cipher.DefaultEngine, origin: originNew,
 		kind: text(func(c *Config) *string { return &c.DecryptionEngine }, validEngine),
 		doc: "What decrypts decryption_method 2 and up: auto (native where there is a native engine and its " +
-			"start-up self-test against libmcrypt passes, libmcrypt otherwise), native (Go and AES-NI, for 2 des, " +
-			"3 tripledes, 10 loki97, 14 rijndael-128, 15 rijndael-192, 16 rijndael-256, 23 gost and 26 " +
-			"saferplus, refusing any other method and a failed self-test) or libmcrypt " +
+			"start-up self-test against libmcrypt passes, libmcrypt otherwise), native (Go, with AES-NI, AVX2 and AVX-512 " +
+			"assembly, for every usable method: 2 des, 3 tripledes, 4 cast-128, 5 cast-256, 6 xtea, 8 blowfish, " +
+			"9 twofish, 10 loki97, 11 rc2, 14 rijndael-128, 15 rijndael-192, 16 rijndael-256, 20 serpent, 23 gost " +
+			"and 26 saferplus; refusing to start on a failed self-test) or libmcrypt " +
 			"(through cgo, as stock). The start-up line says which engine serves and why. A build without " +
 			"libmcrypt (CGO_ENABLED=0) serves 0, 1 and the native methods only."},
 	{name: "nsca_workers", def: "0", origin: originNscaFast,
@@ -133,9 +134,13 @@ var options = []option{
 		kind: integer(func(c *Config) *int { return &c.CheckResultPathMaxFiles }, 0, noLimit, ""),
 		doc: "Most unprocessed result files in check_result_path; beyond it results wait in a bounded queue. " +
 			"0: no cap."},
-	{name: "dir_stats", def: "0", origin: originNscaFast,
-		kind: boolean(func(c *Config) *bool { return &c.DirStats }),
-		doc:  "Accepted so nsca_fast's sample file loads; has no effect."},
+	{name: "dir_stats", origin: originNscaFast,
+		kind: field[string]{ptr: func(c *Config) *string { return &c.DirStats },
+			parse: parseStatsDir, valid: validStatsDir, format: func(s string) string { return s }},
+		doc: "Directory in which each worker (the main process with nsca_workers=0, as slot 0) keeps " +
+			"nsca-stats-<slot>.txt, the C++ nsca_fast's statistics file for Munin, rewritten every 5 seconds " +
+			"and removed at exit; it must exist and be writable by nsca_user (under nsca_chroot, inside it). " +
+			"Empty or 0: no statistics files (the C++ daemon's default is /tmp)."},
 
 	// New in this project.
 	{name: "connection_timeout", def: "10", origin: originNew,
@@ -176,8 +181,8 @@ var options = []option{
 			"substitute form and counted (nsca_dialect_lossy_total)."},
 	{name: "metrics_address", origin: originNew,
 		kind: text(func(c *Config) *string { return &c.MetricsAddress }, validHostPort),
-		doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers). " +
-			"Empty: off."},
+		doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers), " +
+			"liveness at /healthz and readiness at /readyz. Empty: off."},
 
 	{name: "stats_interval", def: "5", origin: originNew,
 		kind: integer(func(c *Config) *int { return &c.StatsInterval }, 0, 86400, " seconds"),
@@ -658,28 +663,34 @@ func parseHosts(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// parseHost reads one entry of allowed_hosts: an address, or a network as
+// address/bits. Its messages are the operator's, not netip's.
 func parseHost(entry string) (netip.Prefix, error) {
 	if entry == "" {
 		return netip.Prefix{}, errors.New("empty entry")
 	}
-	if strings.Contains(entry, "/") {
-		p, err := netip.ParsePrefix(entry)
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		// NRPE-style lists may name a host inside the network; what is
-		// meant is the network.
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(entry)
+	addr, bits, isNet := strings.Cut(entry, "/")
+	a, err := netip.ParseAddr(addr)
 	if err != nil {
-		return netip.Prefix{}, err
+		return netip.Prefix{}, fmt.Errorf("%s is not an IPv4 or IPv6 address (write one such as 192.0.2.5, or a network such as 192.0.2.0/24)", show(addr))
 	}
 	if a.Zone() != "" {
 		return netip.Prefix{}, errors.New("zoned addresses are not supported")
 	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	if !isNet {
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	n, err := strconv.Atoi(bits)
+	switch {
+	case err != nil || strconv.Itoa(n) != bits:
+		return netip.Prefix{}, fmt.Errorf("the prefix length %s after \"/\" is not a number", show(bits))
+	case n < 0 || n > a.BitLen():
+		return netip.Prefix{}, fmt.Errorf("the prefix length %d is outside 0..%d", n, a.BitLen())
+	}
+	// NRPE-style lists may name a host inside the network; what is meant
+	// is the network.
+	return netip.PrefixFrom(a, n).Masked(), nil
 }
 
 // Values of the *_fallback options.
@@ -693,6 +704,27 @@ func fallbackDoc(prefix string) string {
 	return "Where results go that the " + prefix + " sink could not deliver (after its retries, or when its " +
 		"queue is full): spool (check_result_path), dump (alternate_dump_file) or none (counted and logged " +
 		"as dropped). Empty: spool if check_result_path is set, else dump if alternate_dump_file is set, else none."
+}
+
+// parseStatsDir reads dir_stats. 0 is off: it is what this option held
+// when it was an ignored flag, so files written then keep loading.
+func parseStatsDir(s string) (string, error) {
+	if s == "0" {
+		return "", nil
+	}
+	return s, nil
+}
+
+// validStatsDir wants an absolute directory, so that a value meant as a
+// flag (1) is refused instead of naming a directory.
+func validStatsDir(s string) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return errors.New("contains a NUL byte")
+	case s != "" && !strings.HasPrefix(s, "/"):
+		return errors.New("is not an absolute path: name the directory of the statistics files, or write 0 for none")
+	}
+	return nil
 }
 
 // validFsync checks queue_fsync: the policies of package queue.

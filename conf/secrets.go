@@ -109,9 +109,10 @@ type Secret struct {
 // prepared is a Config's secrets, read and chosen at the first call of
 // Secrets.
 type prepared struct {
-	once    sync.Once
-	secrets []Secret
-	err     error
+	once       sync.Once
+	secrets    []Secret
+	identities *identities.File // identities_file as read, nil without it
+	err        error
 }
 
 // Secrets returns every secret clients may use, in the order they are
@@ -127,6 +128,14 @@ func (c *Config) Secrets() ([]Secret, error) {
 	p := &c.cipher.secrets
 	p.once.Do(func() { p.secrets, p.err = c.readSecrets() })
 	return p.secrets, p.err
+}
+
+// Identities returns identities_file as Secrets read it (nil without the
+// option), for what looks identities up by name, as the nsca-ng listener
+// looks up a PSK identity: one read serves both.
+func (c *Config) Identities() (*identities.File, error) {
+	_, err := c.Secrets()
+	return c.cipher.secrets.identities, err
 }
 
 // passwordSource is one password and where it came from.
@@ -183,6 +192,11 @@ func (c *Config) identitySecrets(choices *choiceCache) (out []Secret, fallback *
 	f, err := identities.Load(c.IdentitiesFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: identities_file=%s: %w", ErrSecrets, c.where("identities_file"), show(c.IdentitiesFile), err)
+	}
+	c.cipher.secrets.identities = f
+	for _, ig := range f.Ignored {
+		// An nsca-ng.cfg serves as it is: its own settings are nsca-ng's.
+		c.warnf(c.Lines["identities_file"], "identities_file: %s is not an identities setting (nsca-ng's own?): ignored", ig)
 	}
 	for _, id := range f.Identities {
 		if id.Name == identities.Fallback {

@@ -74,7 +74,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pkg="$work/pkg"
 install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/usr/lib/tmpfiles.d" \
-  "$pkg/etc/logrotate.d" "$pkg/usr/share/man/man8" "$pkg/usr/share/doc/nsca-fast/examples"
+  "$pkg/etc/logrotate.d" "$pkg/etc/init.d" "$pkg/usr/share/man/man8" "$pkg/usr/share/doc/nsca-fast/examples"
 
 # The daemon. cgo links libmcrypt and OpenSSL's libssl (the nsca-ng
 # listener), hence Depends: libmcrypt4, libssl3.
@@ -88,6 +88,9 @@ chmod 0755 "$pkg/usr/sbin/nsca"
 install -m 0644 "$root/conf/nsca_fast.service" "$pkg/lib/systemd/system/nsca.service"
 install -m 0644 "$root/conf/nsca_fast.socket" "$pkg/lib/systemd/system/nsca.socket"
 install -m 0644 "$root/conf/debian/nsca.tmpfiles" "$pkg/usr/lib/tmpfiles.d/nsca.conf"
+# The init script for hosts without systemd, a conffile under the stock
+# package's name (systemd's nsca.service of the same name hides it).
+install -m 0755 "$root/conf/debian/nsca.init" "$pkg/etc/init.d/nsca"
 
 # The configuration: a conffile (see conf/debian/preinst for how an existing
 # one is kept), and the same annotated sample as documentation.
@@ -95,6 +98,9 @@ install -m 0644 "$root/conf/nsca.cfg" "$pkg/etc/nsca.cfg"
 install -m 0644 "$root/conf/nsca.cfg" "$pkg/usr/share/doc/nsca-fast/examples/nsca.cfg"
 # Rotation of the dump file, a conffile too.
 install -m 0644 "$root/conf/debian/nsca-fast.logrotate" "$pkg/etc/logrotate.d/nsca-fast"
+# The Grafana dashboard and Prometheus alert rules for metrics_address.
+install -m 0644 "$root/conf/grafana/nsca_fast.json" "$pkg/usr/share/doc/nsca-fast/examples/grafana-nsca_fast.json"
+install -m 0644 "$root/conf/prometheus/nsca_fast.rules.yml" "$pkg/usr/share/doc/nsca-fast/examples/nsca_fast.rules.yml"
 
 gzip -9n <"$root/conf/nsca.8" >"$pkg/usr/share/man/man8/nsca.8.gz"
 chmod 0644 "$pkg/usr/share/man/man8/nsca.8.gz"
@@ -125,9 +131,23 @@ fi
 find "$doc" -type f -exec chmod 0644 {} +
 
 # Control files.
-for f in preinst postinst prerm postrm; do
+for f in postinst prerm postrm; do
   install -m 0755 "$root/conf/debian/$f" "$pkg/DEBIAN/$f"
 done
+# preinst carries the sample /etc/nsca.cfg, byte for byte, and its md5sum:
+# on a first installation it puts the sample in place of the file there
+# (kept aside for postinst), so that dpkg finds its own version installed
+# already and neither asks nor says it installed a new one.
+sample="$root/conf/nsca.cfg"
+[ "$(tail -c 1 "$sample" | od -An -c | tr -d ' ')" = '\n' ] || die "conf/nsca.cfg must end with a newline"
+! grep -qx NSCA_FAST_SAMPLE "$sample" || die "conf/nsca.cfg holds the preinst's here-document delimiter"
+sample_md5=$(md5sum <"$sample" | cut -d' ' -f1)
+sed -e '/^@SAMPLE@$/{' -e "r $sample" -e 'd' -e '}' -e "s/@SAMPLE_MD5@/$sample_md5/" \
+  "$root/conf/debian/preinst" >"$pkg/DEBIAN/preinst"
+chmod 0755 "$pkg/DEBIAN/preinst"
+sed -n '/^write_sample() {$/,/^}$/p' "$pkg/DEBIAN/preinst" >"$work/write_sample.sh"
+sh -c '. "$1"; write_sample "$2"' sh "$work/write_sample.sh" "$work/sample.out"
+[ "$(md5sum <"$work/sample.out" | cut -d' ' -f1)" = "$sample_md5" ] || die "preinst does not reproduce conf/nsca.cfg"
 install -m 0644 "$root/conf/debian/conffiles" "$pkg/DEBIAN/conffiles"
 
 # Depends: the libraries the binary links, with the glibc version its symbols

@@ -196,7 +196,7 @@ func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
 	if reason := a.refuse(peer); reason != "" {
 		a.stats.Refused.Add(1)
-		a.log.Warningf(peer.Addr().String(), "refused connection from %s: %s", peer, reason)
+		a.log.Eventf("were refused", peer.Addr().String(), "refused connection from %s: %s", peer, reason)
 		unix.Close(fd)
 		return true
 	}

@@ -42,6 +42,7 @@ func (r *chainRunner) announce() {
 			continue
 		}
 		if err := p.Probe(); err != nil {
+			r.stats.SinkDown(s.Name()).Store(1)
 			glog.Infof("%v: results go to %s until it can be used", err, target(r.chain[i+1]))
 			r.noteFailing(s, err)
 		}
@@ -136,7 +137,7 @@ func (r *chainRunner) finish() {
 	for i, s := range r.chain {
 		if h, ok := s.(holdingSink); ok && h.Queued() > 0 {
 			rest := h.Abandon()
-			r.log.Warningf("sink:"+s.Name(), "%d results still waiting for room in %s at exit: trying the next sink", len(rest), s.Name())
+			r.log.Warningf("sink:"+s.Name(), "%d results still waiting for room in %s as the pipeline ends (stop or reload): trying the next sink", len(rest), s.Name())
 			r.emitFrom(i+1, rest)
 		}
 	}
@@ -199,9 +200,11 @@ func (r *chainRunner) emitFrom(first int, items []sink.Item) {
 		rest = rest[n:]
 		if written > 0 && err == nil {
 			r.noteWorking(s)
+			r.stats.SinkDown(s.Name()).Store(0)
 		}
 		if err != nil {
 			r.stats.SinkErrors(s.Name()).Add(1)
+			r.stats.SinkDown(s.Name()).Store(1)
 			if len(rest) > 0 {
 				causes = append(causes, s.Name()+": "+err.Error())
 			}

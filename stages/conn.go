@@ -8,6 +8,7 @@ import (
 
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/diagnose"
 )
 
 // Conn is one client connection. Fields are grouped by the stage that owns
@@ -59,6 +60,12 @@ type Conn struct {
 	// unmatched: no secret decrypted the first packet, which validation
 	// must refuse whatever sec makes of it.
 	unmatched bool
+	// firstBad: the first packet decrypts to no valid packet at any
+	// accepted size, which is worth a diagnosis; head holds the first
+	// headN bytes as they came, for it.
+	firstBad bool
+	headN    uint8
+	head     [diagnose.HeadSize]byte
 
 	// Validate stage.
 	checks int
@@ -76,6 +83,8 @@ type chunk struct {
 	buf  []byte // from getBuf; may be nil with eof
 	eof  bool
 	why  string // why the connection ended, for eof
+	// readAt is when buf was read (unix nanoseconds).
+	readAt int64
 }
 
 // Packet is one decrypted data packet on its way to validation, or, with
@@ -84,6 +93,8 @@ type Packet struct {
 	Conn  *Conn
 	Data  []byte // one of the accepted packet sizes, from getPacketBuf; nil with Short
 	Short *ShortPacket
+	// ReadAt is when its last byte was read (unix nanoseconds).
+	ReadAt int64
 	// NG, when set, is a check result an nsca-ng client pushed, decoded
 	// already; Data and Short are then nil.
 	NG *NGResult

@@ -11,10 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"nsca_fast/conf"
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // ErrCipher wraps failures to set up decryption.
@@ -117,6 +119,7 @@ type decrypter struct {
 	sizes       []int        // accepted packet sizes, ascending
 	stats       *counters.Stats
 	log         *counters.RateLog
+	diag        *diagnose.Diagnoser
 }
 
 // keyed is a Candidate ready to decrypt in one decrypt goroutine.
@@ -126,20 +129,21 @@ type keyed struct {
 	// shared is keyed once for all this goroutine's connections: in
 	// decryption_mode 1, and for trials.
 	shared cipher.Key
-	callsC bool // the engine is libmcrypt's: every Decrypt is a cgo call
+	callsC bool   // the engine is libmcrypt's: every Decrypt is a cgo call
+	method string // the method's name, for /clients
 	// matches counts the connections whose first packet it decrypted;
 	// refused the results refused for want of Rights.
 	matches, refused *atomic.Uint64
 }
 
-// decryptAt decrypts buf, at offset within a packet, continuing the stream
-// in st with key (nil for methods 0 and 1).
-func (k *keyed) decryptAt(key cipher.Key, st *cipher.State, iv, buf []byte, offset int) {
+// trialDecrypt decrypts buf, at offset within a packet, continuing the
+// stream in st, with the goroutine's shared key.
+func (k *keyed) trialDecrypt(st *cipher.State, iv, buf []byte, offset int) {
 	switch {
 	case k.Method == 1:
 		k.xor.Apply(buf, iv, offset) // XOR restarts with every packet
 	case k.Engine != nil:
-		key.Decrypt(st, buf)
+		k.shared.Decrypt(st, buf)
 	}
 }
 
@@ -158,6 +162,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 			closeDecrypters(ds)
 			return err
 		}
+		d.diag = env.Diagnose
 		ds[i] = d
 	}
 	startSharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
@@ -185,6 +190,9 @@ func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog
 	for i, c := range cands {
 		k := &d.cands[i]
 		k.Candidate, k.xor, k.callsC = c, codec.NewXORKey(c.Password), callsC(c.Engine)
+		if m, ok := conf.MethodByNumber(c.Method); ok {
+			k.method = conf.NameOf(m)
+		}
 		if c.Name != "" {
 			k.matches = stats.SecretMatches(c.Name)
 		}
@@ -223,7 +231,7 @@ func closeDecrypters(ds []*decrypter) {
 func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet) {
 	for ch := range in {
 		if ch.buf != nil {
-			d.feed(ctx, ch.conn, ch.buf, out)
+			d.feed(ctx, ch.conn, ch.buf, ch.readAt, out)
 			if r := ch.conn.reader; r != nil {
 				r.budget.release(ch.conn, cap(ch.buf))
 			}
@@ -244,22 +252,25 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 // send_nsca, others for NSClient++'s payload lengths), else the largest.
 // CFB decrypts a prefix the same way as the whole, so nothing is decrypted
 // twice.
-func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) {
+func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
 	if c.discard {
 		return
+	}
+	if int(c.headN) < len(c.head) {
+		c.headN += uint8(copy(c.head[c.headN:], buf))
 	}
 	if c.sec == nil {
 		if d.order == nil {
 			c.sec = &d.cands[0]
-		} else if buf = d.choose(ctx, c, buf, out); len(buf) == 0 {
+		} else if buf = d.choose(ctx, c, buf, readAt, out); len(buf) == 0 {
 			return
 		}
 	}
-	d.feedDecided(ctx, c, buf, out)
+	d.feedDecided(ctx, c, buf, readAt, out)
 }
 
 // feedDecided is feed for a connection whose secret is known.
-func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) {
+func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
 	if c.discard {
 		return
 	}
@@ -293,11 +304,11 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, out ch
 			return
 		}
 		if c.packetSize == 0 {
-			size, decided := d.decideSize(c.cur[:c.curN])
+			size, decided, valid := d.decideSize(c.cur[:c.curN])
 			if !decided {
 				continue
 			}
-			c.packetSize = size
+			c.packetSize, c.firstBad = size, !valid
 			// A wrong version at the start means a wrong password or method:
 			// validation rejects that first packet, and the rest of the
 			// stream cannot be framed into checks, so it is not counted as
@@ -306,7 +317,7 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, out ch
 		}
 		if c.curN == c.packetSize {
 			d.stats.Received.Add(1)
-			p := Packet{Conn: c, Data: c.cur[:c.packetSize]}
+			p := Packet{Conn: c, Data: c.cur[:c.packetSize], ReadAt: readAt}
 			c.cur, c.curN = nil, 0
 			if !send(ctx, out, p) {
 				return
@@ -342,12 +353,15 @@ func (d *decrypter) nextSize(n int) int {
 // waiting for bytes that a client with the wrong password or a short-packet
 // client will never send. At the largest size the packet is passed on as it
 // is, for validation to reject.
-func (d *decrypter) decideSize(first []byte) (size int, decided bool) {
+func (d *decrypter) decideSize(first []byte) (size int, decided, valid bool) {
 	n := len(first)
-	if codec.Valid(first) || int16(binary.BigEndian.Uint16(first)) != codec.Version || n >= d.sizes[len(d.sizes)-1] {
-		return n, true
+	if codec.Valid(first) {
+		return n, true, true
 	}
-	return 0, false
+	if int16(binary.BigEndian.Uint16(first)) != codec.Version || n >= d.sizes[len(d.sizes)-1] {
+		return n, true, false
+	}
+	return 0, false, false
 }
 
 // cgoSlice is the most one libmcrypt call decrypts: about 6 ms of 3DES, the
@@ -413,6 +427,9 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 	}
 	switch {
 	case c.curN == 0 || c.discard:
+		if c.firstBad || c.unmatched {
+			d.diagnose(c, "no secret decrypts its first packet")
+		}
 	case c.bytesRead == uint64(c.curN):
 		// Every byte the connection sent is in this unfinished packet: it
 		// never sent one whole packet (a slowloris, a port scanner, garbage).
@@ -421,9 +438,13 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		// once it sent the last chunk, which came before this call.
 		d.stats.Incomplete.Add(1)
 		if why != "timeout" { // the read stage has logged a timeout already
-			d.log.Warningf(c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
+			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
 		}
+		d.diagnose(c, "ended ("+why+") before a whole packet")
 	default:
+		if c.firstBad || c.unmatched {
+			d.diagnose(c, "no secret decrypts its first packet")
+		}
 		d.stats.Received.Add(1)
 		size := c.packetSize
 		if size == 0 {
@@ -439,4 +460,14 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		c.key.Close()
 		c.key = nil
 	}
+}
+
+// diagnose hands c, which ended without a valid first packet, to the
+// diagnosis, which works out why off the hot path.
+func (d *decrypter) diagnose(c *Conn, why string) {
+	if d.diag == nil {
+		return
+	}
+	d.diag.Submit(diagnose.Event{Addr: c.Peer.Addr().Unmap(), IV: c.IV, InitTime: c.InitTime,
+		Head: append([]byte(nil), c.head[:c.headN]...), Total: c.bytesRead, Why: why})
 }

@@ -110,7 +110,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 						n := min(1+rng.IntN(6000), len(ct))
 						buf := getBuf(chunkSize)[:0]
 						buf = append(buf[:0], ct[:n]...) // chunks are pool buffers, as the read stage sends
-						d.feed(context.Background(), c, buf, out)
+						d.feed(context.Background(), c, buf, 0, out)
 						ct = ct[n:]
 					}
 					d.finish(context.Background(), c, "", out)
@@ -151,12 +151,12 @@ func TestDecryptNoAllocs(t *testing.T) {
 	codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Output: "o"})
 	ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)
 	out := make(chan Packet, 1)
-	d.feed(context.Background(), c, bytes.Clone(ct), out) // decides the size
+	d.feed(context.Background(), c, bytes.Clone(ct), 0, out) // decides the size
 	putBuf((<-out).Data)
 	buf := getBuf(chunkSize)[:codec.Size]
 	allocs := testing.AllocsPerRun(200, func() {
 		copy(buf, ct) // any bytes: only the cost is measured
-		d.feed(context.Background(), c, buf, out)
+		d.feed(context.Background(), c, buf, 0, out)
 		putBuf((<-out).Data)
 	})
 	if allocs != 0 {

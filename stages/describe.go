@@ -6,15 +6,28 @@ import (
 	"strings"
 
 	"nsca_fast/conf"
+	"nsca_fast/stages/emit/sink"
 )
 
 // Check refuses, before anything serves, what the pipeline could not run
 // with: a method no engine can serve as decryption_engine asks (one
 // libmcrypt cannot open, or whose native engine is missing or fails its
-// self-test under decryption_engine=native).
+// self-test under decryption_engine=native), and a remote sink whose key
+// file or certificates do not load.
 func Check(cfg *conf.Config) error {
-	_, err := CipherOf(cfg)
-	return err
+	if _, err := CipherOf(cfg); err != nil {
+		return fmt.Errorf("conf: %s: %w", cfg.Where(cipherOption(cfg)), err)
+	}
+	return sink.Check(cfg)
+}
+
+// cipherOption is the option to fix when no engine serves the method: the
+// engine when one was asked for, else the method.
+func cipherOption(cfg *conf.Config) string {
+	if cfg.Lines["decryption_engine"] > 0 {
+		return "decryption_engine"
+	}
+	return "decryption_method"
 }
 
 // ServeInetd serves the single connection on fd, as under inetd, with a
@@ -66,7 +79,7 @@ func servedBy(cfg *conf.Config) string {
 // serves the method and what its self-test found.
 func DescribeCipher(cfg *conf.Config) string {
 	m := cfg.Method()
-	return fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s; payload_length=%s", conf.NameOf(m), m.Name, servedBy(cfg), payloadLengths(cfg))
+	return fmt.Sprintf("decryption: decryption_method=%s (%s) is served by %s%s; payload_length=%s", conf.NameOf(m), m.Name, servedBy(cfg), secretsNote(cfg), payloadLengths(cfg))
 }
 
 func payloadLengths(cfg *conf.Config) string {

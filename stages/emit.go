@@ -87,6 +87,20 @@ func newEmitter(dests []sink.Destination, stats *counters.Stats, log *counters.R
 	return e
 }
 
+// registerSinks creates every counter of the destinations' sinks, so their
+// series exist from the start at zero: a first rate() sees the first event.
+func registerSinks(stats *counters.Stats, dests []sink.Destination) {
+	for _, d := range dests {
+		stats.FellBack(d.Name)
+		for _, s := range append(d.Chain, d.Overflow...) {
+			stats.Emitted(s.Name())
+			stats.SinkErrors(s.Name())
+			stats.FellBack(s.Name())
+			stats.SinkDown(s.Name())
+		}
+	}
+}
+
 // start runs the emit goroutines and closes done when they have finished.
 func (e *emitter) start(ctx context.Context, in <-chan sink.Item, done chan<- struct{}) {
 	var dispatch, workers sync.WaitGroup
@@ -188,6 +202,7 @@ func (e *emitter) hand(items []sink.Item) {
 func (e *emitter) done(b *batch) {
 	if b.pending.Add(-1) == 0 {
 		e.stats.Finished.Add(uint64(len(b.items)))
+		observeLatency(&e.stats.Latency, b.items)
 	}
 	if e.progress != nil {
 		e.progress()
@@ -219,6 +234,19 @@ func (e *emitter) serve(ctx context.Context, d *destRunner) {
 			d.chain.flush()
 		}
 	}
+}
+
+// observeLatency adds the latency of every result of a finished batch that
+// came from a client: one clock read and a few atomic adds per batch.
+func observeLatency(l *counters.Latency, items []sink.Item) {
+	var lb counters.LatencyBatch
+	now := time.Now().UnixNano()
+	for i := range items {
+		if at := items[i].ReadAt; at != 0 {
+			lb.Observe(now - at)
+		}
+	}
+	l.Add(&lb)
 }
 
 func (e *emitter) flushOverflow() {

@@ -102,6 +102,10 @@ type reader struct {
 	// now is the loop's clock, taken once per epoll_wait, so marking a
 	// connection active costs no clock read per read.
 	now int64
+	// readAt is when the last epoll_wait returned ready sockets: the
+	// read time of the chunks its round forwards, for the latency
+	// histogram.
+	readAt int64
 }
 
 // requestClose asks the connection's reader to close it. It never blocks,
@@ -252,6 +256,9 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	var drainStart int64
 	for {
 		n, err := r.epoll.wait(events, 200*time.Millisecond)
+		if n > 0 {
+			r.readAt = time.Now().UnixNano()
+		}
 		// A full array of events means more clients are ready than one
 		// round serves: the accept stage holds back new ones meanwhile.
 		if full := n == len(events); full != r.saturated {
@@ -341,7 +348,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 		}
 		b := held
 		held = nil
-		return send(ctx, out, chunk{conn: c, buf: b})
+		return send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	for reads := 0; reads < maxReadsPerEvent; {
 		if r.budget.connSpent(c) {
@@ -414,7 +421,7 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 			r.stats.Refused.Add(1)
 			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: no complete PROXY header within %v (%d bytes)", c.Peer, r.cfg.Timeout, len(c.header))
 		} else {
-			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
+			r.log.Eventf("timed out", c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
 		}
 		r.closeConn(ctx, c, out, "timeout")
 	}
@@ -535,7 +542,7 @@ func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, w
 	// it is ever duplicated.
 	rawsys.Close(c.fd)
 	r.stats.Open.Add(-1)
-	send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why})
+	send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
 }
 
 // readHeader reads what there is of the connection's PROXY header and, once
@@ -609,7 +616,7 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 		// A client that did not wait for its init packet.
 		c.bytesRead += uint64(len(rest))
 		b := getBuf(r.cfg.ChunkSize)
-		return send(ctx, out, chunk{conn: c, buf: shrinkChunk(b, copy(b, rest))})
+		return send(ctx, out, chunk{conn: c, buf: shrinkChunk(b, copy(b, rest)), readAt: r.readAt})
 	}
 	return true
 }

@@ -35,7 +35,7 @@ const versionBytes = 2
 // first candidate, marked unmatched so that validation refuses it with the
 // reason that candidate gives, as a single secret would. Until then it
 // returns nil: the bytes are kept.
-func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, out chan<- Packet) []byte {
+func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) []byte {
 	largest := d.sizes[len(d.sizes)-1]
 	if c.cur == nil {
 		d.rankFor(c)
@@ -67,10 +67,10 @@ func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, out chan<- 
 		}
 		switch {
 		case k != nil:
-			d.matched(ctx, c, k, out)
+			d.matched(ctx, c, k, readAt, out)
 			return buf
 		case hopeless || c.curN >= largest:
-			d.unmatched(ctx, c, out)
+			d.unmatched(ctx, c, readAt, out)
 			return buf
 		}
 	}
@@ -93,7 +93,7 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
 			st.Start(k.Engine, c.IV[:])
 		}
 		copy(pt[:versionBytes], raw)
-		k.decryptAt(k.shared, st, c.IV[:], pt[:versionBytes], 0)
+		k.trialDecrypt(st, c.IV[:], pt[:versionBytes], 0)
 		if int16(binary.BigEndian.Uint16(pt)) != codec.Version {
 			continue
 		}
@@ -102,7 +102,7 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
 		for off := versionBytes; off < len(pt); off += cgoSlice {
 			// libmcrypt's calls are kept as short as decryptSliced keeps them.
 			end := min(off+cgoSlice, len(pt))
-			k.decryptAt(k.shared, st, c.IV[:], pt[off:end], off)
+			k.trialDecrypt(st, c.IV[:], pt[off:end], off)
 		}
 		if codec.Valid(pt) {
 			return k, false
@@ -114,14 +114,14 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
 // matched gives c the secret k, whose trial left the first packet's
 // plaintext in d.scratch and the stream after it in d.state, and sends
 // that packet on.
-func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, out chan<- Packet) {
+func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, readAt int64, out chan<- Packet) {
 	c.sec, c.packetSize = k, c.curN
 	copy(c.cur, d.scratch[:c.curN])
 	if k.Engine != nil {
 		c.stream, c.streaming = d.state, true
 	}
 	d.stats.Received.Add(1)
-	p := Packet{Conn: c, Data: c.cur[:c.packetSize]}
+	p := Packet{Conn: c, Data: c.cur[:c.packetSize], ReadAt: readAt}
 	c.cur, c.curN = nil, 0
 	send(ctx, out, p)
 }
@@ -129,11 +129,11 @@ func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, out chan<- P
 // unmatched hands c, whose first bytes no candidate decrypts, to the first
 // candidate tried, which decrypts and frames them as a single secret
 // would, so that validation refuses the packet with that secret's reason.
-func (d *decrypter) unmatched(ctx context.Context, c *Conn, out chan<- Packet) {
+func (d *decrypter) unmatched(ctx context.Context, c *Conn, readAt int64, out chan<- Packet) {
 	c.sec, c.unmatched = &d.cands[d.order[0]], true
 	raw := c.cur[:c.curN]
 	c.cur, c.curN = nil, 0
-	d.feedDecided(ctx, c, raw, out)
+	d.feedDecided(ctx, c, raw, readAt, out)
 	putBuf(raw)
 }
 

@@ -100,7 +100,7 @@ func TestDecryptCandidates(t *testing.T) {
 						n := min(1+rng.IntN(3000), len(ct))
 						buf := getBuf(chunkSize)[:0]
 						buf = append(buf, ct[:n]...)
-						d.feed(context.Background(), c, buf, out)
+						d.feed(context.Background(), c, buf, 0, out)
 						ct = ct[n:]
 					}
 					d.finish(context.Background(), c, "", out)
@@ -141,10 +141,20 @@ func TestDecryptCandidates(t *testing.T) {
 // BenchmarkFirstPacket is the cost of a connection's first send_nsca packet
 // (4304 bytes of AES, method 14) with 1, 4 and 16 secrets, the client's
 // being the last one tried: with one the single-secret path, with more
-// the candidate search.
+// the candidate search; and of a first packet of garbage, which every
+// candidate refutes.
 func BenchmarkFirstPacket(b *testing.B) {
 	for _, n := range []int{1, 4, 16} {
-		b.Run(fmt.Sprintf("candidates=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("candidates=%d", n), func(b *testing.B) { benchFirstPacket(b, n, false) })
+	}
+	for _, n := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("garbage/candidates=%d", n), func(b *testing.B) { benchFirstPacket(b, n, true) })
+	}
+}
+
+func benchFirstPacket(b *testing.B, n int, garbage bool) {
+	{
+		{
 			var secrets []testSecret
 			for i := range n {
 				secrets = append(secrets, testSecret{14, "rijndael-128", fmt.Sprintf("password-%d", i)})
@@ -157,6 +167,11 @@ func BenchmarkFirstPacket(b *testing.B) {
 				c.IV[i] = byte(rng.Uint32())
 			}
 			ct := clientStream(b, secrets[n-1], c.IV[:], randomPackets(rng, 1, codec.Size, "bench"))
+			if garbage {
+				for i := range ct {
+					ct[i] = byte(rng.Uint32())
+				}
+			}
 			out := make(chan Packet, 1)
 			buf := getBuf(chunkSize)[:codec.Size]
 			b.SetBytes(codec.Size)
@@ -165,14 +180,14 @@ func BenchmarkFirstPacket(b *testing.B) {
 			for range b.N {
 				*c = Conn{ID: 1, IV: c.IV}
 				copy(buf, ct)
-				d.feed(context.Background(), c, buf, out)
+				d.feed(context.Background(), c, buf, 0, out)
 				p := <-out
-				if c.sec != &d.cands[n-1] {
+				if !garbage && c.sec != &d.cands[n-1] {
 					b.Fatal("the first packet did not pick the client's secret")
 				}
 				putBuf(p.Data)
 			}
-		})
+		}
 	}
 }
 
@@ -195,7 +210,7 @@ func TestDecryptNetworks(t *testing.T) {
 		ct := clientStream(t, x, conn.IV[:], randomPackets(rng, 1, codec.Size, "n"))
 		out := make(chan Packet, 4)
 		buf := getBuf(chunkSize)[:0]
-		d.feed(context.Background(), conn, append(buf, ct...), out)
+		d.feed(context.Background(), conn, append(buf, ct...), 0, out)
 		close(out)
 		name := ""
 		if conn.sec != nil {

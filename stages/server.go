@@ -16,6 +16,7 @@ import (
 	"nsca_fast/conf"
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -38,6 +39,7 @@ type Server struct {
 	// (inetd); closing it stops accepting.
 	adopt    chan int
 	stopOnce sync.Once
+	replaced atomic.Bool
 	cipher   CipherConfig
 	allowed  []netip.Prefix // allowed_hosts, for clients behind a PROXY header
 
@@ -159,6 +161,7 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	registerSinks(s.Stats, dests)
 	if listeners != nil {
 		// A daemon's pipeline, not one of inetd's processes per connection,
 		// which would say it once per connection.
@@ -187,8 +190,8 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 }
 
 // ngConfigOf is the nsca-ng listener's settings for cfg, with the
-// identities of identities_file; the keys an nsca-ng.cfg holds besides
-// its authorize blocks are not ours, and each is said to be ignored.
+// identities of identities_file (whose settings other than authorize
+// blocks the configuration warns about, once each).
 func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*NGConfig, error) {
 	if err := openssl.Available(); err != nil {
 		return nil, cfg.PathError("nsca_ng_listen", err)
@@ -196,9 +199,6 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*NGConfig, error) {
 	f, err := identities.Load(cfg.IdentitiesFile)
 	if err != nil {
 		return nil, cfg.PathError("identities_file", err)
-	}
-	for _, key := range f.Ignored {
-		glog.Infof("nsca-ng: %s: ignored (a setting of nsca-ng's server, not of an identity)", key)
 	}
 	ng := &NGConfig{
 		Listen:           cfg.NscaNGListen,
@@ -236,11 +236,18 @@ func (s *Server) run(inetdFD int) error {
 	packets := make(chan Packet, depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
-	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress}
-	env.gauge("accept_to_read", func() int { return len(conns) })
-	env.gauge("read_to_decrypt", func() int { return len(chunks) })
-	env.gauge("decrypt_to_validate", func() int { return len(packets) })
-	env.gauge("validate_to_emit", func() int { return len(items) })
+	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: diagnose.Clients,
+		Logf: func(key, format string, args ...any) {
+			s.log.Eventf("were diagnosed (see /clients)", key, format, args...)
+		}})
+	defer diag.Close()
+	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
+	for i, ch := range []func() int{
+		func() int { return len(conns) }, func() int { return len(chunks) },
+		func() int { return len(packets) }, func() int { return len(items) },
+	} {
+		env.gauge(stageQueues[i], ch)
+	}
 	if inetdFD >= 0 {
 		s.adopt <- inetdFD
 		s.Shutdown()
@@ -323,8 +330,25 @@ func (s *Server) run(inetdFD int) error {
 	<-done
 	s.log.Flush()
 	snap := s.Stats.Snapshot()
-	glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
+	if s.replaced.Load() {
+		glog.Infof("reload: the previous configuration's pipeline finished its connections: %s", snap.Line(snap, 0))
+	} else {
+		glog.Infof("pipeline drained: %s", snap.Line(snap, 0))
+	}
 	return nil
+}
+
+// Replaced tells the server that a reload replaces it, before its
+// Shutdown: its last line then says so rather than read as a stop.
+func (s *Server) Replaced() { s.replaced.Store(true) }
+
+// diagSecrets are the secrets the diagnosis compares a client's packets with.
+func (s *Server) diagSecrets() []diagnose.Secret {
+	var out []diagnose.Secret
+	for _, c := range s.cipher.candidates() {
+		out = append(out, diagnose.Secret{Name: c.Name, Method: c.Method, Password: c.Password, Networks: c.Networks})
+	}
+	return out
 }
 
 // OnProgress has fn called, without blocking the pipeline, after each
@@ -341,13 +365,23 @@ func (s *Server) gauge(name string, depth func() int) {
 	s.queues[name] = depth
 }
 
+// stageQueues name the queues between stages, in pipeline order.
+var stageQueues = [...]string{"accept_to_read", "read_to_decrypt", "decrypt_to_validate", "validate_to_emit"}
+
 // Snapshot is the server's counters with the depth of its queues (the
-// shards inside a stage are not counted).
+// shards inside a stage are not counted); before Run has made them, each
+// is there at 0.
 func (s *Server) Snapshot() counters.Snapshot {
 	snap := s.Stats.Snapshot()
 	s.queuesMu.Lock()
 	defer s.queuesMu.Unlock()
 	snap.Queues = map[string]int64{}
+	for _, name := range stageQueues {
+		snap.Queues[name] = 0
+	}
+	for _, d := range s.dests {
+		snap.Queues["destination_"+d.Name] = 0
+	}
 	for name, depth := range s.queues {
 		snap.Queues[name] = int64(depth())
 	}

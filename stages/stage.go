@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // send delivers v unless the pipeline is being torn down. Every send between
@@ -92,6 +93,10 @@ type Env struct {
 	// with; it must not block (a worker process uses it to report its
 	// counters to the supervisor at once).
 	Progress func()
+	// Clients, when set, records each connection's source for /clients;
+	// Diagnose, when set, is handed the connections no secret decrypted.
+	Clients  *diagnose.Registry
+	Diagnose *diagnose.Diagnoser
 }
 
 func (e Env) gauge(name string, depth func() int) {

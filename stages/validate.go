@@ -15,6 +15,7 @@ import (
 
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/sink"
 )
@@ -48,7 +49,7 @@ type ValidateConfig struct {
 // StartValidate runs n validate goroutines, sharded by connection so that
 // one client's results keep their order, and closes out when done.
 func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, cfg ValidateConfig, env Env) error {
-	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log}
+	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log, clients: env.Clients}
 	startSharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p Packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan Packet) {
 			for p := range in {
@@ -74,10 +75,11 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 }
 
 type validator struct {
-	cfg   ValidateConfig
-	stats *counters.Stats
-	log   *counters.RateLog
-	dns   dnsCache
+	cfg     ValidateConfig
+	stats   *counters.Stats
+	log     *counters.RateLog
+	dns     dnsCache
+	clients *diagnose.Registry // nil: not recorded
 }
 
 // short counts the incomplete packet a connection ended with: the tail of a
@@ -90,7 +92,7 @@ func (v *validator) short(p Packet) {
 		return
 	}
 	v.stats.Dropped(counters.DropShort).Add(1)
-	v.log.Warningf(c.Peer.Addr().String(), "dropped short packet from %s: connection ended (%s) after %d of %d bytes of a packet",
+	v.log.Eventf("ended inside a packet", c.Peer.Addr().String(), "dropped short packet from %s: connection ended (%s) after %d of %d bytes of a packet",
 		c.Peer, p.Short.Why, p.Short.Got, p.Short.Want)
 }
 
@@ -108,15 +110,19 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		v.reject(c, reason, err)
 		return sink.Item{}, false
 	}
-	if c.checks == 1 && c.sec != nil && c.sec.matches != nil {
-		c.sec.matches.Add(1)
+	if c.checks == 1 && c.sec != nil {
+		if c.sec.matches != nil {
+			c.sec.matches.Add(1)
+		}
+		v.clients.Seen(c.Peer.Addr().Unmap(), c.sec.Name, c.sec.method)
 	}
 	r := codec.Decode(p.Data)
 	if k := c.sec; k != nil && k.Rights != nil && !v.authorized(k.Rights, r) {
 		// Refused like a spoofed host: the check, not the connection.
 		v.stats.Dropped(counters.DropUnauthorized).Add(1)
 		k.refused.Add(1)
-		v.log.Warningf("identity "+k.Rights.Name, "refused check from %s: identity %q (%s) may not submit results for host %q service %q",
+		v.log.Eventf("sent results outside their identity's rights", c.Peer.Addr().String(),
+			"refused check from %s: identity %q (%s) may not submit results for host %q service %q",
 			c.Peer, k.Rights.Name, k.Rights.Where, r.Host, r.Service)
 		return sink.Item{}, false
 	}
@@ -134,7 +140,7 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		}
 		glog.Infof("check from %s%s: host=%q service=%q return_code=%d output=%q", c.Peer, via, r.Host, r.Service, r.ReturnCode, r.Output)
 	}
-	return sink.Item{Result: r, Time: now.Unix()}, true
+	return sink.Item{Result: r, Time: now.Unix(), ReadAt: p.ReadAt}, true
 }
 
 // ngResult passes on a check result of an nsca-ng client, which TLS has
@@ -192,10 +198,21 @@ func (v *validator) verify(p Packet, now time.Time) (string, error) {
 	return "", nil
 }
 
+// rejectSummary is how the log's summary line says what happened to the
+// connections rejected for each reason: a wrong version, like a bad CRC,
+// means the client's password or method is not ours.
+var rejectSummary = map[string]string{
+	counters.DropBadCRC:        "failed decryption",
+	counters.DropBadVersion:    "failed decryption",
+	counters.DropStale:         "sent packets older than max_packet_age",
+	counters.DropTooManyChecks: "sent more than max_checks_per_connection checks",
+}
+
 func (v *validator) reject(c *Conn, reason string, err error) {
 	v.stats.Dropped(reason).Add(1)
 	c.rejected.Store(true)
-	v.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
+	v.clients.Failed(c.Peer.Addr().Unmap(), err.Error())
+	v.log.Eventf(rejectSummary[reason], c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
 	c.requestClose()
 }
 

@@ -24,6 +24,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,6 +108,14 @@ func TestDebInstall(t *testing.T) {
 	debCheckPackage(t, deb)
 	out := debRun(t, debCmdTimeout, "dpkg", append(append([]string{"-i"}, dpkgOpts...), deb)...)
 	t.Logf("dpkg -i:\n%s", out)
+	// dpkg and the package agree: the existing file is kept, and said so
+	// once; no daemon was started (policy-rc.d), and the package says so.
+	debNoConffileNews(t, out)
+	for _, want := range []string{"nsca-fast: kept the existing " + debConfig, "nsca-fast: nsca is not running; start it with: invoke-rc.d nsca start"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dpkg -i does not say %q:\n%s", want, out)
+		}
+	}
 
 	// 3. It replaced the stock package and kept its configuration.
 	if got := debSHA256(t, debConfig); got != sum {
@@ -174,18 +183,262 @@ func TestDebInstall(t *testing.T) {
 	}
 	t.Logf("daemon log:\n%s", daemon.log.String())
 
-	// 5. Purging removes it all.
+	// 5. The init script: installed executable, enabled at boot, and it
+	// runs the installed daemon with the pid file of /etc/nsca.cfg.
+	debCheckInitScript(t, root)
+	if cfg.PidFile == "" {
+		t.Fatalf("%s sets no pid_file; the init script needs one", debConfig)
+	}
+	initd := func(action string) string { return debRun(t, debCmdTimeout, debInitScript, action) }
+	t.Cleanup(func() { debKillInstalled(t) })
+	initd("start")
+	first := debRunningPid(t, cfg.PidFile)
+	debSendAndRead(t, cfg, lines, "started by the init script")
+	if out := initd("status"); !strings.Contains(out, "is running") {
+		t.Errorf("%s status: %q", debInitScript, out)
+	}
+	initd("reload")
+	debSendAndRead(t, cfg, lines, "after reload")
+	if got := debRunningPid(t, cfg.PidFile); got != first {
+		t.Errorf("reload replaced the daemon: pid %d, was %d", got, first)
+	}
+
+	// 6. Upgrades. With a running daemon and a policy that lets invoke-rc.d
+	// act, the package restarts it: a new process on the new binary.
+	debPolicy(t, 0)
+	up1 := debRepack(t, deb, "1")
+	out = debRun(t, debCmdTimeout, "dpkg", "-i", up1)
+	t.Logf("dpkg -i (upgrade, running daemon, restart allowed):\n%s", out)
+	debNoConffileNews(t, out)
+	second := debRunningPid(t, cfg.PidFile)
+	if second == first || !procGone(first) {
+		t.Errorf("the upgrade did not restart the daemon: pid %d, was %d (gone: %v)", second, first, procGone(first))
+	}
+	if strings.Contains(out, "still run the previous") {
+		t.Errorf("the upgrade restarted the daemon, but says it still runs the previous binary:\n%s", out)
+	}
+	debSendAndRead(t, cfg, lines, "after the restarting upgrade")
+
+	// With a policy that forbids it (as in chroots), the daemon keeps the
+	// old binary, and the package says so, naming the process.
+	debPolicy(t, 101)
+	up2 := debRepack(t, deb, "2")
+	out = debRun(t, debCmdTimeout, "dpkg", "-i", up2)
+	t.Logf("dpkg -i (upgrade, running daemon, restart forbidden):\n%s", out)
+	debNoConffileNews(t, out)
+	if got := debRunningPid(t, cfg.PidFile); got != second {
+		t.Errorf("the forbidden restart happened anyway: pid %d, was %d", got, second)
+	}
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", second)); exe != debInstalled+" (deleted)" {
+		t.Errorf("/proc/%d/exe is %q after the upgrade, want the replaced binary", second, exe)
+	}
+	if want := regexp.MustCompile(`process\(es\) ([0-9 ]* )?` + strconv.Itoa(second) + `( [0-9 ]*)? still run the previous /usr/sbin/nsca.*restart`); !want.MatchString(out) {
+		t.Errorf("the upgrade left pid %d on the old binary without saying so:\n%s", second, out)
+	}
+	initd("restart")
+	third := debRunningPid(t, cfg.PidFile)
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", third)); third == second || exe != debInstalled {
+		t.Errorf("%s restart: pid %d (was %d) runs %q", debInitScript, third, second, exe)
+	}
+	debSendAndRead(t, cfg, lines, "after restart by hand")
+
+	// Without a running daemon an upgrade says nothing of restarts.
+	initd("stop")
+	if !waitFor(debWait, func() bool { return procGone(third) }) {
+		t.Fatalf("%s stop: pid %d still runs", debInitScript, third)
+	}
+	out = debRun(t, debCmdTimeout, "dpkg", "-i", debRepack(t, deb, "3"))
+	t.Logf("dpkg -i (upgrade, no daemon):\n%s", out)
+	debNoConffileNews(t, out)
+	if strings.Contains(out, "still run the previous") || len(debProcesses(debInstalled)) > 0 {
+		t.Errorf("after an upgrade without a daemon: processes %v; output:\n%s", debProcesses(debInstalled), out)
+	}
+	if got := debSHA256(t, debConfig); got != sum {
+		t.Errorf("the upgrades changed %s: sha256 %s, was %s", debConfig, got, sum)
+	}
+
+	// 7. Removing with a running daemon stops it; the conffiles (the init
+	// script among them) and its links stay until the purge.
+	initd("start")
+	running := debRunningPid(t, cfg.PidFile)
+	out = debRun(t, debCmdTimeout, "dpkg", "-r", debPackage)
+	t.Logf("dpkg -r (running daemon):\n%s", out)
+	if !waitFor(debWait, func() bool { return procGone(running) }) || len(debProcesses(debInstalled)) > 0 {
+		t.Errorf("dpkg -r left the daemon running: %v", debProcesses(debInstalled))
+	}
+	if got := debStatus(t, debPackage); got != "deinstall ok config-files" {
+		t.Errorf("after dpkg -r: status %q", got)
+	}
+	if _, err := os.Stat(debInitScript); err != nil {
+		t.Errorf("dpkg -r removed the conffile %s: %v", debInitScript, err)
+	}
+	if len(debRcLinks(t)) == 0 {
+		t.Errorf("dpkg -r removed the runlevel links of %s", debInitScript)
+	}
+
+	// 8. Purging (no daemon running) removes it all.
 	out = debRun(t, debCmdTimeout, "dpkg", "--purge", debPackage)
 	t.Logf("dpkg --purge:\n%s", out)
+	debCheckPurged(t)
+
+	// 9. Once more from nothing: install (no /etc/nsca.cfg: the sample),
+	// remove without a daemon, install again from the kept conffiles, and
+	// purge with a running daemon.
+	if _, err := os.Lstat(debConfig); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s is still there after the purge (%v)", debConfig, err)
+	}
+	out = debRun(t, debCmdTimeout, "dpkg", "-i", deb)
+	t.Logf("dpkg -i (no configuration):\n%s", out)
+	if strings.Contains(out, "kept the existing") || strings.Contains(out, "Installing new version of config file") {
+		t.Errorf("a first installation without %s claims to keep or replace one:\n%s", debConfig, out)
+	}
+	if b, want := debReadFile(t, debConfig), debReadFile(t, filepath.Join(root, "conf", "nsca.cfg")); !bytes.Equal(b, want) {
+		t.Errorf("%s is not the sample after a first installation", debConfig)
+	}
+	out = debRun(t, debCmdTimeout, "dpkg", "-r", debPackage)
+	t.Logf("dpkg -r (no daemon):\n%s", out)
+	out = debRun(t, debCmdTimeout, "dpkg", "-i", deb)
+	t.Logf("dpkg -i (from config-files):\n%s", out)
+	debNoConffileNews(t, out)
+	// The stock configuration again, whose command file this test reads.
+	writeFile(t, debConfig, string(state.config), state.configMode)
+	initd("start")
+	running = debRunningPid(t, cfg.PidFile)
+	debSendAndRead(t, cfg, lines, "before the purge")
+	out = debRun(t, debCmdTimeout, "dpkg", "--purge", debPackage)
+	t.Logf("dpkg --purge (running daemon):\n%s", out)
+	if !waitFor(debWait, func() bool { return procGone(running) }) {
+		t.Errorf("dpkg --purge left pid %d running", running)
+	}
+	debCheckPurged(t)
+}
+
+// debInitScript is the package's init script, under the stock name.
+const debInitScript = "/etc/init.d/nsca"
+
+// debCheckInitScript checks the installed init script: the package's, mode
+// 0755 although the stock package's removal takes the execute bit off its
+// own, and enabled in the runlevels its LSB header names.
+func debCheckInitScript(t *testing.T, root string) {
+	t.Helper()
+	fi, err := os.Stat(debInitScript)
+	if err != nil {
+		t.Fatalf("%s: %v", debInitScript, err)
+	}
+	if fi.Mode().Perm() != 0o755 {
+		t.Errorf("%s has mode %v, want 0755", debInitScript, fi.Mode().Perm())
+	}
+	if !bytes.Equal(debReadFile(t, debInitScript), debReadFile(t, filepath.Join(root, "conf", "debian", "nsca.init"))) {
+		t.Errorf("%s is not conf/debian/nsca.init", debInitScript)
+	}
+	links := debRcLinks(t)
+	for _, rl := range []string{"2", "3", "4", "5"} {
+		if !slices.ContainsFunc(links, func(l string) bool { return strings.HasPrefix(l, "/etc/rc"+rl+".d/S") }) {
+			t.Errorf("no start link in /etc/rc%s.d: %v", rl, links)
+		}
+	}
+	for _, rl := range []string{"0", "1", "6"} {
+		if !slices.ContainsFunc(links, func(l string) bool { return strings.HasPrefix(l, "/etc/rc"+rl+".d/K") }) {
+			t.Errorf("no stop link in /etc/rc%s.d: %v", rl, links)
+		}
+	}
+}
+
+// debRcLinks lists the runlevel links to the init script.
+func debRcLinks(t *testing.T) []string {
+	t.Helper()
+	links, err := filepath.Glob("/etc/rc[0-6S].d/[SK][0-9][0-9]nsca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return links
+}
+
+// debCheckPurged checks that a purge left nothing: no package, binary,
+// init script, runlevel links or process.
+func debCheckPurged(t *testing.T) {
+	t.Helper()
 	if got := debStatus(t, debPackage); strings.HasSuffix(got, " installed") || strings.Contains(got, "config-files") {
 		t.Errorf("after dpkg --purge %s: status %q", debPackage, got)
 	}
-	if _, err := os.Lstat(debInstalled); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("%s is still there after dpkg --purge (%v)", debInstalled, err)
+	for _, path := range []string{debInstalled, debInitScript} {
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is still there after dpkg --purge (%v)", path, err)
+		}
+	}
+	if links := debRcLinks(t); len(links) > 0 {
+		t.Errorf("runlevel links left after dpkg --purge: %v", links)
 	}
 	if pids := debProcesses(debInstalled); len(pids) > 0 {
 		t.Errorf("%s processes still running after dpkg --purge: %v", debInstalled, pids)
 	}
+}
+
+// debNoConffileNews fails when dpkg says it installed a new version of
+// /etc/nsca.cfg: the package keeps the administrator's file, and says so
+// itself.
+func debNoConffileNews(t *testing.T, out string) {
+	t.Helper()
+	if strings.Contains(out, "Installing new version of config file "+debConfig) {
+		t.Errorf("dpkg says it installs a new %s:\n%s", debConfig, out)
+	}
+}
+
+// debRunningPid waits for the pid file to name a running installed daemon
+// and returns its pid.
+func debRunningPid(t *testing.T, pidFile string) int {
+	t.Helper()
+	var pid int
+	ok := waitFor(debWait, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0 && slices.Contains(debProcesses(debInstalled), pid)
+	})
+	if !ok {
+		t.Fatalf("pid_file %s does not name a running %s (pid %d; running: %v)", pidFile, debInstalled, pid, debProcesses(debInstalled))
+	}
+	return pid
+}
+
+// debSendAndRead sends one result and waits for it in the command file.
+func debSendAndRead(t *testing.T, cfg *conf.Config, lines *FIFOReader, what string) {
+	t.Helper()
+	nonce := debNonce()
+	debSend(t, cfg, fmt.Sprintf("deb-host\tdeb-service\t0\t%s %s", what, nonce))
+	want := regexp.MustCompile(`^\[[0-9]+\] PROCESS_SERVICE_CHECK_RESULT;deb-host;deb-service;0;` + regexp.QuoteMeta(what+" "+nonce) + `$`)
+	line, ok := lines.Next(debWait)
+	if !ok || !want.MatchString(line) {
+		t.Errorf("%s: command file line %q (%v), want %v", what, line, ok, want)
+	}
+}
+
+// debRepack makes a copy of deb whose version has suffix "+upN", for an
+// upgrade; dpkg replaces the binary (a new inode) as in a real upgrade.
+func debRepack(t *testing.T, deb, n string) string {
+	t.Helper()
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tree")
+	debRun(t, debCmdTimeout, "dpkg-deb", "-R", deb, tree)
+	control := filepath.Join(tree, "DEBIAN", "control")
+	text := string(debReadFile(t, control))
+	version := strings.TrimSpace(debRun(t, debCmdTimeout, "dpkg-deb", "-f", deb, "Version"))
+	text = strings.Replace(text, "Version: "+version+"\n", "Version: "+version+"+up"+n+"\n", 1)
+	writeFile(t, control, text, 0o644)
+	out := filepath.Join(dir, "nsca-fast_up"+n+".deb")
+	debRun(t, debCmdTimeout, "dpkg-deb", "--root-owner-group", "-Zgzip", "--build", tree, out)
+	return out
+}
+
+// debKillInstalled ends, by pid, any installed daemon a failed step left.
+func debKillInstalled(t *testing.T) {
+	for _, pid := range debProcesses(debInstalled) {
+		t.Logf("cleanup: killing %s pid %d", debInstalled, pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	waitGone(debProcesses(debInstalled), debWait)
 }
 
 // debState is what the test changes on the system, as it was before.
@@ -284,9 +537,14 @@ func (s *debState) restore(t *testing.T) {
 // debPolicyDeny installs a policy-rc.d that forbids starting services, so
 // installing the stock package does not start its daemon. The state's
 // cleanup puts the previous one back.
-func debPolicyDeny(t *testing.T) {
+func debPolicyDeny(t *testing.T) { debPolicy(t, 101) }
+
+// debPolicy installs a policy-rc.d that answers every invoke-rc.d query
+// with code: 101 forbids, 0 allows (also where invoke-rc.d finds no
+// runlevel, as on this machine).
+func debPolicy(t *testing.T, code int) {
 	t.Helper()
-	writeFile(t, debPolicyRcD, "#!/bin/sh\n# written by nsca_fast's tests/deb_install_test.go\nexit 101\n", 0o755)
+	writeFile(t, debPolicyRcD, fmt.Sprintf("#!/bin/sh\n# written by nsca_fast's tests/deb_install_test.go\nexit %d\n", code), 0o755)
 }
 
 // debBuild runs scripts/build-deb.sh into dir and returns the package's path.
@@ -339,13 +597,13 @@ func debCheckPackage(t *testing.T, deb string) {
 	list := debRun(t, debCmdTimeout, "dpkg-deb", "-c", deb)
 	for _, path := range []string{"./usr/sbin/nsca", "./etc/nsca.cfg", "./lib/systemd/system/nsca.service",
 		"./lib/systemd/system/nsca.socket", "./usr/share/man/man8/nsca.8.gz", "./usr/share/doc/nsca-fast/copyright",
-		"./usr/share/doc/nsca-fast/README.md.gz", "./etc/logrotate.d/nsca-fast"} {
+		"./usr/share/doc/nsca-fast/README.md.gz", "./etc/logrotate.d/nsca-fast", "." + debInitScript} {
 		if !strings.Contains(list, " "+path+"\n") {
 			t.Errorf("the package lacks %s; dpkg-deb -c:\n%s", path, list)
 		}
 	}
 	conffiles := debRun(t, debCmdTimeout, "dpkg-deb", "--info", deb, "conffiles")
-	if want := debConfig + "\n" + debLogrotate; strings.TrimSpace(conffiles) != want {
+	if want := debConfig + "\n" + debLogrotate + "\n" + debInitScript; strings.TrimSpace(conffiles) != want {
 		t.Errorf("conffiles: %q, want %q", conffiles, want)
 	}
 	tree := t.TempDir()
@@ -729,8 +987,8 @@ func debCellValue(cell string) string {
 }
 
 // TestDebManPageListsEveryOption fails when conf/nsca.8, which the package
-// installs as nsca(8), misses an option of conf.Options() or gives another
-// default. Each option is a ".TP" paragraph: ".B name", then
+// installs as nsca(8), misses an option of conf.Options(), gives another
+// default, or lists it outside CONFIGURATION. Each option is a ".TP" paragraph: ".B name", then
 // "Default: value." (or "Default: empty.") and the origin.
 func TestDebManPageListsEveryOption(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "conf", "nsca.8"))
@@ -744,6 +1002,10 @@ func TestDebManPageListsEveryOption(t *testing.T) {
 		if i < 0 {
 			t.Errorf("conf/nsca.8: option %s has no paragraph (%q)", o.Name, strings.TrimSpace(head))
 			continue
+		}
+		if sh := page[strings.LastIndex(page[:i+1], "\n.SH ")+1:]; !strings.HasPrefix(sh, ".SH CONFIGURATION\n") {
+			section, _, _ := strings.Cut(sh, "\n")
+			t.Errorf("conf/nsca.8: option %s is under %q, want .SH CONFIGURATION", o.Name, section)
 		}
 		next, _, _ := strings.Cut(page[i+len(head):], "\n")
 		def := "empty"

@@ -266,7 +266,7 @@ func TestNscaNG(t *testing.T) {
 		`refusing data from alice@.*: not authorized: DISABLE_NOTIFICATIONS`,
 		`TLS handshake with 127\.0\.0\.1:\d+ \(identity "alice", wrong password\?\) failed`,
 		`TLS handshake with 127\.0\.0\.1:\d+ \(identity "mallory", unknown\) failed`,
-		`nsca-ng\.cfg:3: listen: ignored`,
+		`nsca-ng\.cfg:3: listen is not an identities setting \(nsca-ng's own\?\): ignored`,
 	} {
 		if !regexp.MustCompile(re).MatchString(log) {
 			t.Errorf("the log has no line matching %s", re)

@@ -78,7 +78,7 @@ func sendStockInputs(t *testing.T, port int, password string, method int, wait f
 // methods our default engine serves natively.
 func TestStockComparison(t *testing.T) {
 	requireStock(t)
-	for _, method := range []int{1, 2, 3, 14} {
+	for _, method := range []int{1, 2, 3, 4, 5, 6, 8, 9, 11, 14, 20} {
 		t.Run(fmt.Sprintf("method=%d", method), func(t *testing.T) {
 			t.Parallel()
 			base := Config{"append_to_file": "1", "password": shortPassword, "decryption_method": strconv.Itoa(method)}

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Environment variables by which a process learns its role from its parent.
@@ -110,50 +107,23 @@ var facilities = map[string]syslog.Priority{
 // StderrToSyslog sends everything written to this process's standard error
 // (glog's output, and that of worker processes, which inherit it) to syslog
 // under facility, one message per line, with glog's severity letter mapped
-// to the syslog level. Without a syslog daemon the lines are discarded.
+// to the syslog level and glog's header dropped (syslog's is ours, with
+// the year and zone). Without a syslog daemon the lines are discarded.
 func StderrToSyslog(facility string) error {
 	fac, ok := facilities[facility]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrFacility, facility)
 	}
-	r, w, err := os.Pipe()
+	r, err := redirectStderr()
 	if err != nil {
 		return err
 	}
-	if err := unix.Dup2(int(w.Fd()), 2); err != nil {
-		return err
-	}
-	w.Close()
-	go func() {
-		var out *syslog.Writer
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if out == nil {
-				if out, err = syslog.New(fac|syslog.LOG_INFO, "nsca"); err != nil {
-					out = nil
-					continue
-				}
-			}
-			logLine(out, line)
+	out := &syslogWriter{facility: fac, tag: "nsca"}
+	forwardLines(r, func(line string) {
+		sev, text := glogMessage(line)
+		if out.send(syslogLevel(sev), text, time.Now()) == errSyslogWrite {
+			time.Sleep(10 * time.Millisecond) // syslogd restarting; the next line reconnects
 		}
-	}()
+	})
 	return nil
-}
-
-// logLine maps glog's leading severity letter (I, W, E, F) to a syslog level.
-func logLine(out *syslog.Writer, line string) {
-	var err error
-	switch {
-	case strings.HasPrefix(line, "E"), strings.HasPrefix(line, "F"):
-		err = out.Err(line)
-	case strings.HasPrefix(line, "W"):
-		err = out.Warning(line)
-	default:
-		err = out.Info(line)
-	}
-	if err != nil {
-		time.Sleep(10 * time.Millisecond) // syslogd restarting; the Writer reconnects
-	}
 }

@@ -3,58 +3,27 @@ package proc
 import (
 	"errors"
 	"fmt"
-	"os/user"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/conf"
 )
 
 // ErrPrivileges wraps failures to find or become the configured identity.
 var ErrPrivileges = errors.New("proc: privileges")
 
 // Identity is the user and group the daemon runs as after start-up.
-type Identity struct {
-	User, Group string
-	UID, GID    int
-	// Set says whether nsca_user or nsca_group asked for a change at all.
-	Set bool
-}
+type Identity = conf.Account
 
-// ResolveIdentity looks up nsca_user and nsca_group, given as names or
-// numeric ids, before any chroot hides /etc/passwd. An empty user or group
-// keeps the current one. A name that does not exist is an error, so a typo
-// refuses to start instead of running as root.
+// ResolveIdentity looks up nsca_user and nsca_group (see
+// conf.LookupAccount) before any chroot hides /etc/passwd.
 func ResolveIdentity(userName, groupName string) (*Identity, error) {
-	id := &Identity{User: userName, Group: groupName, UID: unix.Getuid(), GID: unix.Getgid()}
-	if userName != "" {
-		id.Set = true
-		if n, err := strconv.Atoi(userName); err == nil {
-			id.UID = n
-		} else {
-			u, err := user.Lookup(userName)
-			if err != nil {
-				return nil, fmt.Errorf("%w: nsca_user=%s: no such user", ErrPrivileges, userName)
-			}
-			id.UID, _ = strconv.Atoi(u.Uid)
-			if groupName == "" {
-				id.GID, _ = strconv.Atoi(u.Gid)
-			}
-		}
+	a, err := conf.LookupAccount(userName, groupName)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPrivileges, err)
 	}
-	if groupName != "" {
-		id.Set = true
-		if n, err := strconv.Atoi(groupName); err == nil {
-			id.GID = n
-		} else {
-			g, err := user.LookupGroup(groupName)
-			if err != nil {
-				return nil, fmt.Errorf("%w: nsca_group=%s: no such group", ErrPrivileges, groupName)
-			}
-			id.GID, _ = strconv.Atoi(g.Gid)
-		}
-	}
-	return id, nil
+	return &a, nil
 }
 
 // Drop enters chroot (if not empty) and then becomes id, in stock's order:

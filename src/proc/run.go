@@ -7,12 +7,14 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/golang/glog"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // Server is one pipeline as a run mode drives it: Run serves until the
@@ -33,7 +35,8 @@ type App struct {
 	// Load reads the configuration again, for a reload.
 	Load func() (*conf.Config, error)
 	// Check verifies, before a new generation of workers starts, what
-	// each would otherwise refuse at start (the cipher).
+	// each would otherwise refuse at start: the validation --check-config
+	// and every start run.
 	Check func(cfg *conf.Config) error
 	// New builds a pipeline on already listening sockets.
 	New func(cfg *conf.Config, listeners []int) (Server, error)
@@ -47,6 +50,14 @@ type App struct {
 	// Reopen makes the sinks of this process open the files they append
 	// to anew, on SIGUSR1 (nil: nothing to do).
 	Reopen func()
+	// Version is the daemon's version, for nsca_build_info.
+	Version string
+
+	reloads counters.Reloads
+	serving atomic.Bool // for /readyz: started and not stopping
+	// running is the configuration that serves; next, one a reload under
+	// way read. Only the goroutine that handles signals uses them.
+	running, next *conf.Config
 }
 
 // GC targets, as GOGC percentages: how far a process's heap may grow past
@@ -125,22 +136,63 @@ func acquirePidFile(cfg *conf.Config) (*PidFile, error) {
 	if cfg.PidFile == "" {
 		return nil, nil
 	}
-	return AcquirePidFile(cfg.PidFile)
+	p, err := AcquirePidFile(cfg.PidFile)
+	if err != nil {
+		return nil, fmt.Errorf("conf: %s: %w", cfg.Where("pid_file"), err)
+	}
+	return p, nil
 }
 
-// serveMetrics serves Prometheus metrics on metrics_address, if set.
-func serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot) {
+// startStatsFile keeps slot's dir_stats file, if set, once privileges are
+// dropped: the file belongs to nsca_user, and a directory that user cannot
+// write refuses the start, naming the option.
+func startStatsFile(cfg *conf.Config, slot int, snapshot func() counters.Snapshot) (*counters.StatsFile, error) {
+	f, err := counters.StartStatsFile(cfg.DirStats, slot, snapshot)
+	if err != nil {
+		return nil, cfg.PathError("dir_stats", err)
+	}
+	return f, nil
+}
+
+// serveMetrics serves Prometheus metrics at /metrics, liveness at
+// /healthz and readiness at /readyz on metrics_address, if set. workers
+// lists the worker processes whose process metrics add to this one's (nil:
+// none).
+func (a *App) serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot, workers func() []int) {
+	a.reloads.Started(processStart)
 	if cfg.MetricsAddress == "" {
 		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", counters.MetricsHandler(snapshot, cfg.Method().Name))
+	mux.Handle("/metrics", counters.MetricsHandler(counters.Source{
+		Snapshot: snapshot,
+		Method:   cfg.Method().Name,
+		Build:    buildInfo(a.Version),
+		Process:  func() counters.ProcessStats { return processStats(workers) },
+		Reloads:  &a.reloads,
+	}))
+	mux.Handle("/healthz", counters.HealthHandler())
+	mux.Handle("/readyz", counters.ReadyHandler(a.serving.Load, snapshot))
+	mux.Handle("/clients", diagnose.Clients.Handler())
 	go func() {
 		glog.Infof("metrics on http://%s/metrics", cfg.MetricsAddress)
 		if err := http.ListenAndServe(cfg.MetricsAddress, mux); err != nil {
 			glog.Errorf("metrics_address: %v", err)
 		}
 	}()
+}
+
+// buildInfo is nsca_build_info's labels for this binary.
+func buildInfo(version string) counters.BuildInfo {
+	b := counters.BuildInfo{Version: version, GoVersion: runtime.Version()}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				b.Revision = s.Value
+			}
+		}
+	}
+	return b
 }
 
 // listeners returns systemd's sockets (activated is then true), or n new
@@ -152,16 +204,18 @@ func listeners(cfg *conf.Config, n int) (fds []int, activated bool, err error) {
 		glog.Infof("using %d socket(s) from systemd socket activation", len(fds))
 		return fds, true, nil
 	}
+	// Either way a port already served is refused with the same words.
+	where := func(err error) error { return fmt.Errorf("conf: %s: %w", cfg.Where("server_port"), err) }
 	if n > 0 {
 		defer lockPort(cfg.ServerPort)()
 		if err := CheckPortFree(cfg.ServerAddress, cfg.ServerPort); err != nil {
-			return nil, false, err
+			return nil, false, where(err)
 		}
 	}
 	for range max(n, 1) {
 		fd, err := Listen(cfg.ServerAddress, cfg.ServerPort, n > 0)
 		if err != nil {
-			return nil, false, err
+			return nil, false, where(err)
 		}
 		fds = append(fds, fd)
 	}

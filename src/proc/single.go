@@ -43,12 +43,20 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 		return Fail(err)
 	}
 	s := &single{app: a, listeners: lfds}
-	serveMetrics(cfg, s.totals.Sum)
+	if s.stats, err = startStatsFile(cfg, 0, s.totals.Sum); err != nil {
+		srv.Abort()
+		return Fail(err)
+	}
+	s.statsDir = cfg.DirStats
+	defer func() { s.stats.Stop() }()
+	a.serveMetrics(cfg, s.totals.Sum, nil)
+	a.running = cfg
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(s.totals.Sum, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
 	s.start(srv)
 	glog.Infof("%s", a.Describe(cfg))
 	ReportStarted(nil)
+	a.serving.Store(true)
 	Notify("READY=1")
 	s.serve(sigs)
 	close(stopStats)
@@ -65,6 +73,8 @@ type single struct {
 	current   Server
 	running   sync.WaitGroup
 	totals    counters.Totals
+	stats     *counters.StatsFile // dir_stats's file, nil without one
+	statsDir  string
 }
 
 func (s *single) start(srv Server) {
@@ -88,15 +98,16 @@ func (s *single) serve(sigs chan os.Signal) {
 		switch {
 		case sig == syscall.SIGHUP && !stopping:
 			Notify(Reloading())
-			if err := s.reload(); err != nil {
+			err := s.reload()
+			if err != nil {
 				glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
-			} else {
-				glog.Infof("SIGHUP: configuration reloaded; the previous server drains its connections")
 			}
+			s.app.reloaded(err, "the previous pipeline finishes its connections")
 			Notify("READY=1")
 		case sig == syscall.SIGHUP:
 		case !stopping:
 			stopping = true
+			s.app.serving.Store(false)
 			Notify("STOPPING=1")
 			glog.Infof("%v: stopping: no new connections, draining the pipeline", sig)
 			s.current.Shutdown()
@@ -119,6 +130,7 @@ func (s *single) reload() error {
 	if err != nil {
 		return err
 	}
+	s.app.loaded(cfg)
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
@@ -128,13 +140,28 @@ func (s *single) reload() error {
 		// cannot share the port.
 		glog.Warningf("SIGHUP: nsca_workers=%d takes effect at the next restart: a daemon started with nsca_workers=0 goes on serving in one process", cfg.Workers)
 	}
+	// A dir_stats the new configuration names must take the file before
+	// the reload counts as done; the counters carry on in it.
+	stats := s.stats
+	if cfg.DirStats != s.statsDir {
+		if stats, err = startStatsFile(cfg, 0, s.totals.Sum); err != nil {
+			return err
+		}
+	}
 	next, err := s.app.New(cfg, s.listeners)
 	if err != nil {
+		if stats != s.stats {
+			stats.Stop()
+		}
 		return err
+	}
+	if stats != s.stats {
+		s.stats.Stop()
+		s.stats, s.statsDir = stats, cfg.DirStats
 	}
 	s.app.setProcs(cfg)
 	prev := s.current
 	s.start(next)
-	prev.Shutdown()
+	replace(prev)
 	return nil
 }

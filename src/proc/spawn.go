@@ -22,6 +22,16 @@ import (
 // its death must not look like two of them.
 const ParentDeathSignal = syscall.SIGUSR2
 
+// ReplaceSignal is what the supervisor sends a worker that a reload
+// replaced, instead of SIGTERM: the worker drains just the same, but its
+// last lines say that a reload replaced it, not that the daemon stopped.
+// It is a real-time signal (SIGRTMIN+1 as glibc numbers them; the
+// kernel's first two are glibc's own), which no terminal, kernel event or
+// operator's habit sends: SIGUSR1 reopens files, SIGUSR2 is the parent's
+// death, and SIGWINCH reaches every worker of a daemon in the foreground
+// whose terminal is resized.
+const ReplaceSignal = syscall.Signal(35)
+
 // Process is a running worker as the supervisor sees it: the OS side of a
 // worker, kept behind an interface so the supervisor's decisions can be
 // tested with fake processes.
@@ -113,7 +123,7 @@ func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 	}
 	defer unix.Close(p[1])
 	role := strconv.Itoa(slot) + ":" + strconv.Itoa(gen)
-	files := []uintptr{uintptr(null), 1, 2, uintptr(listener), uintptr(p[1])}
+	files := []uintptr{uintptr(null), 1, uintptr(workerStderr), uintptr(listener), uintptr(p[1])}
 	// Without a board (no memfd_create, say, under a seccomp filter) the
 	// worker still serves and reports through its status pipe.
 	b, boardFD, err := board.Create("nsca-worker-" + strconv.Itoa(slot))

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -40,6 +41,11 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 		Listeners:   lfds,
 		Workers:     cfg.Workers,
 		StopTimeout: time.Duration(cfg.ConnectionTimeout)*time.Second + 10*time.Second,
+		OnStop:      func() { a.serving.Store(false) },
+	}
+	a.running = cfg
+	sup.OnReload = func(err error) {
+		a.reloaded(err, fmt.Sprintf("%d new workers serve, the previous ones finish their connections", sup.Workers))
 	}
 	onReopenSignal(func() {
 		glog.Infof("SIGUSR1: the workers open the files they append to anew")
@@ -57,7 +63,8 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 	Notify("READY=1")
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(sup.Stats, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
-	serveMetrics(cfg, sup.Stats)
+	a.serveMetrics(cfg, sup.Stats, sup.Pids)
+	a.serving.Store(true)
 	sup.Serve(sigs, a.reloadWorkers)
 	close(stopStats)
 	snap := sup.Stats()
@@ -72,6 +79,7 @@ func (a *App) reloadWorkers(running int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	a.loaded(cfg)
 	for _, w := range cfg.Warnings {
 		glog.Warning(w)
 	}
@@ -98,13 +106,20 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				Notify(Reloading())
-				if err := s.reloadWith(reload); err != nil {
+				err := s.reloadWith(reload)
+				if err != nil {
 					glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+				}
+				if s.OnReload != nil {
+					s.OnReload(err)
 				}
 				Notify("READY=1")
 				continue
 			}
 			Notify("STOPPING=1")
+			if s.OnStop != nil {
+				s.OnStop()
+			}
 			glog.Infof("%v: stopping the workers", sig)
 			s.drain(sigs)
 			return
@@ -117,11 +132,7 @@ func (s *Supervisor) reloadWith(reload func(running int) (int, error)) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Reload(n); err != nil {
-		return err
-	}
-	glog.Infof("SIGHUP: configuration reloaded; %d new workers %v serve, the previous ones drain", n, s.Pids())
-	return nil
+	return s.Reload(n)
 }
 
 // drain stops every worker; a second signal while they drain makes them

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,11 @@ type Supervisor struct {
 	// nsca_workers, one socket per worker; nil (socket activation) keeps
 	// Listeners as they are, the slots sharing them.
 	Sockets Sockets
+	// OnReload, if set, is told how each of Serve's reloads ended (nil:
+	// the new workers serve); OnStop, if set, is called when Serve starts
+	// stopping.
+	OnReload func(err error)
+	OnStop   func()
 
 	mu       sync.Mutex
 	gen      int
@@ -80,6 +86,7 @@ type workerProc struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	drainOnce sync.Once
+	replaced  atomic.Bool   // a reload, not a stop, told it to drain
 	status    chan struct{} // closed when the status pipe reached EOF
 	exited    chan struct{} // closed after the process and its status pipe ended
 
@@ -107,6 +114,23 @@ func (p *workerProc) snapshot() counters.Snapshot {
 // drain tells the worker to drain, once: a second SIGTERM would abort its
 // drain, and a reload storm must not do that to the generations before.
 func (p *workerProc) drain() { p.drainOnce.Do(func() { p.proc.Signal(syscall.SIGTERM) }) }
+
+// replace tells the worker, once, to drain because a reload replaced it,
+// so that its last lines do not read as the daemon's stop. A worker that
+// has not said it is ready may not listen to ReplaceSignal yet (Go drops
+// a signal nobody asked for, and the worker would serve on), so it is
+// told to drain with SIGTERM instead.
+func (p *workerProc) replace() {
+	p.drainOnce.Do(func() {
+		p.replaced.Store(true)
+		select {
+		case <-p.ready:
+			p.proc.Signal(ReplaceSignal)
+		default:
+			p.proc.Signal(syscall.SIGTERM)
+		}
+	})
+}
 
 // final is the exited worker's last counters, kept once its board is
 // unmapped.
@@ -258,7 +282,11 @@ func (s *Supervisor) exited(p *workerProc) {
 	current := p.gen == s.gen
 	s.mu.Unlock()
 	if !current {
-		glog.Infof("supervisor: worker %d of generation %d (pid %d) finished: %v", p.slot, p.gen, p.proc.Pid(), p.exit)
+		how := ""
+		if p.replaced.Load() {
+			how = ", replaced by a reload,"
+		}
+		glog.Infof("supervisor: worker %d of generation %d (pid %d)%s finished: %v", p.slot, p.gen, p.proc.Pid(), how, p.exit)
 		return
 	}
 	now := s.clock()
@@ -377,7 +405,7 @@ func (s *Supervisor) Reload(n int) error {
 			r.workers = append(r.workers, p)
 			continue
 		}
-		p.drain()
+		p.replace()
 	}
 	if len(r.fds) > 0 {
 		s.retiring = r
@@ -435,7 +463,7 @@ func (s *Supervisor) finishRetiring() {
 	}
 	s.retiring = nil
 	for _, p := range r.workers {
-		p.drain()
+		p.replace()
 	}
 	if q := s.queued(r); q > 0 {
 		glog.Warningf("supervisor: %d connections still queued on the %d listening sockets nsca_workers=%d no longer needs are reset", q, len(r.fds), s.Workers)

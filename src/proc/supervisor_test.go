@@ -18,7 +18,8 @@ import (
 
 // fakeWorker is a worker process as the supervisor sees it, played by the
 // test: it says "ready" on its status pipe (unless told not to), ends on
-// SIGKILL, and on SIGTERM does what drainTerms says.
+// SIGKILL, and on SIGTERM (or ReplaceSignal, which drains as one) does
+// what drainTerms says.
 type fakeWorker struct {
 	slot, gen, listener, pid int
 	status                   *io.PipeWriter
@@ -45,7 +46,7 @@ func (w *fakeWorker) Signal(sig os.Signal) error {
 	switch {
 	case sig == syscall.SIGKILL:
 		w.endLocked(Exit{Code: -1, Signal: syscall.SIGKILL})
-	case sig == syscall.SIGTERM && w.countLocked(syscall.SIGTERM) >= w.drainTerms:
+	case (sig == syscall.SIGTERM || sig == ReplaceSignal) && w.countLocked(syscall.SIGTERM)+w.countLocked(ReplaceSignal) >= w.drainTerms:
 		w.endLocked(Exit{})
 	}
 	return nil
@@ -248,7 +249,8 @@ func startSupervisor(t *testing.T, f *fakeSpawner, n int, reload func(int) (int,
 func sameN(n int) func(int) (int, error) { return func(int) (int, error) { return n, nil } }
 
 // A SIGHUP starts a new generation on the same listening sockets, and only
-// once it serves are the old workers told to drain (one SIGTERM each).
+// once it serves are the old workers told that it replaced them (one
+// ReplaceSignal each, not the stop's SIGTERM).
 func TestSupervisorReloadReplacesGenerationOnSameSockets(t *testing.T) {
 	f := &fakeSpawner{}
 	s, sigs, served := startSupervisor(t, f, 2, sameN(2))
@@ -256,8 +258,8 @@ func TestSupervisorReloadReplacesGenerationOnSameSockets(t *testing.T) {
 	sigs <- syscall.SIGHUP
 	waitUntil(t, "the old generation ended", func() bool { return len(s.Pids()) == 2 && len(f.all()) == 4 && old[0].ended && old[1].ended })
 	for _, w := range old {
-		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
-			t.Errorf("old worker %d got %v, want one SIGTERM", w.slot, got)
+		if got := w.got(); !slices.Equal(got, []os.Signal{ReplaceSignal}) {
+			t.Errorf("old worker %d got %v, want one ReplaceSignal", w.slot, got)
 		}
 	}
 	for i, w := range f.all()[2:] {
@@ -269,6 +271,53 @@ func TestSupervisorReloadReplacesGenerationOnSameSockets(t *testing.T) {
 	<-served
 	if len(f.all()) != 4 {
 		t.Errorf("%d workers were started, want 4: an old worker's exit must not be restarted", len(f.all()))
+	}
+}
+
+// A worker that a reload replaces before it said it serves (a restart
+// under way) may not listen to ReplaceSignal yet, which Go would drop:
+// it is told to drain with SIGTERM, the ready ones with ReplaceSignal.
+func TestSupervisorReloadStopsUnreadyWorkerWithSIGTERM(t *testing.T) {
+	f := &fakeSpawner{}
+	_, sigs, _ := startSupervisor(t, f, 2, sameN(2))
+	f.set(func(f *fakeSpawner) { f.notReady = true })
+	f.all()[1].crash()
+	waitUntil(t, "the dead worker was restarted", func() bool { return len(f.all()) == 3 })
+	f.set(func(f *fakeSpawner) { f.notReady = false })
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the reload told the old workers to drain", func() bool { return len(f.all()) == 5 && f.all()[0].isEnded() && f.all()[2].isEnded() })
+	if got := f.all()[0].got(); !slices.Equal(got, []os.Signal{ReplaceSignal}) {
+		t.Errorf("ready old worker got %v, want one ReplaceSignal", got)
+	}
+	if got := f.all()[2].got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
+		t.Errorf("old worker not yet ready got %v, want one SIGTERM", got)
+	}
+}
+
+// A stop while workers a reload replaced still drain leaves them to it
+// (they got their one drain signal); a second SIGTERM makes every worker,
+// old and new, abort its drain.
+func TestSupervisorStopAfterReloadAbortsReplacedDrain(t *testing.T) {
+	f := &fakeSpawner{drainTerms: 2}
+	_, sigs, served := startSupervisor(t, f, 2, sameN(2))
+	old := f.all()
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the old workers were replaced", func() bool { return len(old[0].got()) > 0 && len(old[1].got()) > 0 })
+	sigs <- syscall.SIGTERM
+	waitUntil(t, "the new workers were told to drain", func() bool {
+		ws := f.all()
+		return len(ws) == 4 && len(ws[2].got()) > 0 && len(ws[3].got()) > 0
+	})
+	sigs <- syscall.SIGTERM
+	<-served
+	for i, w := range f.all() {
+		want := []os.Signal{syscall.SIGTERM, syscall.SIGTERM}
+		if i < 2 {
+			want = []os.Signal{ReplaceSignal, syscall.SIGTERM}
+		}
+		if got := w.got(); !slices.Equal(got, want) {
+			t.Errorf("worker %d of generation %d got %v, want %v", w.slot, w.gen, got, want)
+		}
 	}
 }
 
@@ -465,8 +514,8 @@ func TestSupervisorReloadFewerWorkersRetiresSockets(t *testing.T) {
 		t.Errorf("closed %v (want 42, then 41), open %v (want 40)", closed, socks.open())
 	}
 	for _, w := range old {
-		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
-			t.Errorf("old worker %d got %v, want one SIGTERM", w.slot, got)
+		if got := w.got(); !slices.Equal(got, []os.Signal{ReplaceSignal}) {
+			t.Errorf("old worker %d got %v, want one ReplaceSignal", w.slot, got)
 		}
 	}
 	if got := f.all()[3]; got.listener != 40 || len(s.Listeners) != 1 {
@@ -477,8 +526,8 @@ func TestSupervisorReloadFewerWorkersRetiresSockets(t *testing.T) {
 // A reload that raises nsca_workers opens sockets that get new connections
 // only once their workers serve; one that follows a lowering before its
 // sockets were retired retires them first (each old worker still gets a
-// single SIGTERM: a second would abort its drain), so the group never
-// holds a socket out of its place.
+// single ReplaceSignal: a SIGTERM after it would abort its drain), so the
+// group never holds a socket out of its place.
 func TestSupervisorReloadStormResizes(t *testing.T) {
 	f := &fakeSpawner{}
 	workers := 3
@@ -498,8 +547,8 @@ func TestSupervisorReloadStormResizes(t *testing.T) {
 		t.Errorf("closed %v, want [42 41]", closed)
 	}
 	for _, w := range f.all()[:4] {
-		if got := w.got(); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
-			t.Errorf("worker %d of generation %d got %v, want one SIGTERM", w.slot, w.gen, got)
+		if got := w.got(); !slices.Equal(got, []os.Signal{ReplaceSignal}) {
+			t.Errorf("worker %d of generation %d got %v, want one ReplaceSignal", w.slot, w.gen, got)
 		}
 	}
 	if first[1].listener != 41 || f.all()[5].listener != 43 {

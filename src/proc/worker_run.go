@@ -18,19 +18,24 @@ const reportInterval = time.Second
 // RunWorker is one worker process of a supervisor: the whole pipeline on
 // the listening socket it inherited, reporting to the supervisor.
 func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
-	// The supervisor reloads by replacing workers and forwards the
-	// operator's SIGINT as SIGTERM, so a worker listens to SIGTERM (the
-	// second aborts the drain) and to the supervisor's death, which only
-	// ever drains. A log line written to a pipe whose reader died must not
-	// end the drain either.
+	// The supervisor reloads by replacing workers (ReplaceSignal) and
+	// forwards the operator's SIGINT as SIGTERM, so a worker listens to
+	// those two (a SIGTERM after either aborts the drain) and to the
+	// supervisor's death, which only ever drains. A log line written to a
+	// pipe whose reader died must not end the drain either.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	a.setProcs(cfg)
 	setGCPercent(workerGCPercent)
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, ParentDeathSignal)
+	signal.Notify(sigs, syscall.SIGTERM, ReplaceSignal, ParentDeathSignal)
 	onReopenSignal(a.reopen)
-	if w.Syslog {
+	switch {
+	case w.Syslog:
 		if err := StderrToSyslog(cfg.LogFacility); err != nil {
+			return Fail(err)
+		}
+	case OnJournal():
+		if err := StderrToJournal(); err != nil {
 			return Fail(err)
 		}
 	}
@@ -41,6 +46,12 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	if err != nil {
 		return Fail(err)
 	}
+	stats, err := startStatsFile(cfg, w.Slot, srv.Snapshot)
+	if err != nil {
+		srv.Abort()
+		return Fail(err)
+	}
+	defer stats.Stop()
 	orphaned := make(chan os.Signal, 1)
 	OrphanWatch(func() { orphaned <- ParentDeathSignal })
 	go workerSignals(w.Slot, srv, sigs, orphaned)
@@ -49,6 +60,9 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	if p, ok := srv.(interface{ OnProgress(func()) }); ok {
 		p.OnProgress(poke)
 	}
+	// Counters first: the supervisor's /metrics shows every series from
+	// the moment the worker serves.
+	w.Report(srv.Snapshot())
 	w.Ready()
 	err = srv.Run()
 	close(stop)
@@ -60,11 +74,12 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	return 0
 }
 
-// workerSignals is a worker's one shutdown path: the first SIGTERM drains,
-// a second aborts the drain; the supervisor's death (its parent-death
+// workerSignals is a worker's one shutdown path: the first SIGTERM or
+// ReplaceSignal drains (the latter as replaced by a reload), a SIGTERM
+// after it aborts the drain; the supervisor's death (its parent-death
 // signal, or the orphan watch) only drains.
 func workerSignals(slot int, srv Server, sigs, orphaned <-chan os.Signal) {
-	terms := 0
+	draining := false
 	for {
 		var sig os.Signal
 		select {
@@ -75,11 +90,16 @@ func workerSignals(slot int, srv Server, sigs, orphaned <-chan os.Signal) {
 		case sig == ParentDeathSignal:
 			glog.Errorf("worker %d: the supervisor is gone; draining", slot)
 			srv.Shutdown()
-		case terms == 0:
-			terms++
-			srv.Shutdown()
-		default:
+		case draining && sig == ReplaceSignal:
+			// Only ever sent once, and never an abort.
+		case draining:
 			srv.Abort()
+		case sig == ReplaceSignal:
+			draining = true
+			replace(srv)
+		default:
+			draining = true
+			srv.Shutdown()
 		}
 	}
 }

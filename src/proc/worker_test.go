@@ -2,7 +2,11 @@ package proc
 
 import (
 	"encoding/json"
+	"os"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,4 +88,60 @@ func reportLag(t *testing.T) time.Duration {
 		t.Errorf("after stop the board says %d, want the final %d", got, n.Load())
 	}
 	return worst
+}
+
+// signalledServer records what a worker's signals made of its server.
+type signalledServer struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (s *signalledServer) record(c string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c)
+}
+
+func (s *signalledServer) got() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+func (s *signalledServer) Run() error                  { return nil }
+func (s *signalledServer) Shutdown()                   { s.record("shutdown") }
+func (s *signalledServer) Abort()                      { s.record("abort") }
+func (s *signalledServer) Replaced()                   { s.record("replaced") }
+func (s *signalledServer) Snapshot() counters.Snapshot { return counters.Snapshot{} }
+
+// A worker told by ReplaceSignal drains as replaced (its last lines say a
+// reload replaced it), a second ReplaceSignal changes nothing, a SIGTERM
+// after it aborts the drain; a worker told by SIGTERM drains as stopped.
+func TestWorkerSignals(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sigs []os.Signal
+		want []string
+	}{
+		{"replaced", []os.Signal{ReplaceSignal, ReplaceSignal, syscall.SIGTERM}, []string{"replaced", "shutdown", "abort"}},
+		{"stopped", []os.Signal{syscall.SIGTERM, syscall.SIGTERM}, []string{"shutdown", "abort"}},
+		{"supervisor gone", []os.Signal{ParentDeathSignal}, []string{"shutdown"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := &signalledServer{}
+			sigs := make(chan os.Signal, len(c.sigs))
+			go workerSignals(0, srv, sigs, nil)
+			for _, sig := range c.sigs {
+				sigs <- sig
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for len(srv.got()) < len(c.want) && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond) // nothing more comes
+			if got := srv.got(); !slices.Equal(got, c.want) {
+				t.Errorf("after %v the server got %v, want %v", c.sigs, got, c.want)
+			}
+		})
+	}
 }

@@ -230,9 +230,14 @@ func TestLibmcryptEngineErrors(t *testing.T) {
 	if !errors.Is(err, ErrLibmcrypt) || !errors.Is(err, mcrypt.ErrCannotOpen) || !strings.Contains(err.Error(), "arcfour") {
 		t.Errorf("libmcrypt arcfour = %v, want ErrLibmcrypt naming arcfour", err)
 	}
-	e, err := New(EngineAuto, 8, "blowfish", []byte("pw"))
+	e, err := New(EngineLibmcrypt, 8, "blowfish", []byte("pw"))
 	if err != nil || e.Kind() != EngineLibmcrypt || e.KeySize() != 56 || e.IVSize() != 8 {
-		t.Fatalf("auto blowfish = %v, %v; want libmcrypt", e, err)
+		t.Fatalf("libmcrypt blowfish = %v, %v; want libmcrypt", e, err)
+	}
+	if m, alg, ok := noNativeMethod(); ok {
+		if a, err := New(EngineAuto, m, alg, []byte("pw")); err != nil || a.Kind() != EngineLibmcrypt {
+			t.Errorf("auto %s = %v, %v; want libmcrypt", alg, a, err)
+		}
 	}
 	rep, err := SelfTest(e)
 	if err != nil || !rep.Skipped || !strings.Contains(rep.String(), "libmcrypt") {

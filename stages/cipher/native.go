@@ -51,10 +51,17 @@ const (
 var natives = []nativeSpec{
 	{2, "des", 8, 8, newDESBulk, "des"},
 	{3, "tripledes", 24, 8, newTripleDESBulk, "tripledes"},
+	{4, "cast-128", 16, 8, newCAST128Bulk, "cast-128"},
+	{5, "cast-256", 32, 16, newCAST256Bulk, "cast-256"},
+	{6, "xtea", 16, 8, newXTEABulk, "xtea"},
+	{8, "blowfish", 56, 8, newBlowfishBulk, "blowfish"},
+	{9, "twofish", 32, 16, newTwofishBulk, "twofish"},
 	{10, "loki97", 32, 16, newLokiBulk, "loki97"},
+	{11, "rc2", 128, 8, newRC2Bulk, "rc2"},
 	{14, "rijndael-128", 32, 16, newAESBulk, "rijndael-128"},
 	{15, "rijndael-192", 32, 24, newRijndaelBulk(6), "rijndael-192"},
 	{16, "rijndael-256", 32, 32, newRijndaelBulk(8), "rijndael-256"},
+	{20, "serpent", 32, 16, newSerpentBulk, "serpent"},
 	{23, "gost", 32, 8, newGOSTBulk(gostLibmcrypt), "gost"},
 	{26, "saferplus", 32, 16, newSaferBulk, "saferplus"},
 	{MethodAES128, "aes128", 16, 16, newAESBulk, "rijndael-128"},
@@ -142,7 +149,7 @@ func (e *nativeEngine) KeySize() int      { return e.spec.keySize }
 func (e *nativeEngine) IVSize() int       { return e.spec.blockSize }
 
 func (e *nativeEngine) NewKey() (Key, error) {
-	var kb [64]byte
+	var kb [128]byte // rc2's 128 bytes are libmcrypt's largest key
 	key := kb[:e.spec.keySize]
 	copy(key, e.password) // truncated or zero-padded, as NSCA keys libmcrypt
 	b, err := e.spec.newBulk(key)

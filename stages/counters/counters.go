@@ -24,6 +24,10 @@ const (
 	DropShutdown      = "shutdown"
 )
 
+// DropReasons lists every drop reason, so that the metrics show each one
+// at zero from the start.
+var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized}
+
 // Stats are the daemon's counters. They are updated with atomics from every
 // stage, so reading them never stops the pipeline.
 type Stats struct {
@@ -58,12 +62,16 @@ type Stats struct {
 	// file delivered in a lossy form of command_file_dialect: output the
 	// core cannot store exactly, written in the documented substitute.
 	DialectLossy atomic.Uint64
+	// Latency is the time from a result's last byte read to every
+	// destination being done with it.
+	Latency Latency
 
 	mu         sync.Mutex
 	emitted    map[string]*atomic.Uint64
 	dropped    map[string]*atomic.Uint64
 	sinkErrors map[string]*atomic.Uint64
 	fellBack   map[string]*atomic.Uint64
+	sinkDown   map[string]*atomic.Uint64
 	durable    map[string]func() DurableQueue // see RegisterDurable
 	secrets    map[string]*atomic.Uint64      // see SecretMatches
 	refused    map[string]*atomic.Uint64      // see IdentityRefused
@@ -72,7 +80,7 @@ type Stats struct {
 // NewStats returns zeroed counters.
 func NewStats() *Stats {
 	return &Stats{emitted: map[string]*atomic.Uint64{}, dropped: map[string]*atomic.Uint64{},
-		sinkErrors: map[string]*atomic.Uint64{}, fellBack: map[string]*atomic.Uint64{},
+		sinkErrors: map[string]*atomic.Uint64{}, fellBack: map[string]*atomic.Uint64{}, sinkDown: map[string]*atomic.Uint64{},
 		secrets: map[string]*atomic.Uint64{}, refused: map[string]*atomic.Uint64{}}
 }
 
@@ -108,6 +116,10 @@ func (s *Stats) SinkErrors(sink string) *atomic.Uint64 { return s.counter(s.sink
 // fallback: it failed to deliver them, or its queue was full.
 func (s *Stats) FellBack(sink string) *atomic.Uint64 { return s.counter(s.fellBack, sink) }
 
+// SinkDown returns the named sink's state: 1 while its last write (or,
+// before any, its probe at start) failed, 0 once it takes results.
+func (s *Stats) SinkDown(sink string) *atomic.Uint64 { return s.counter(s.sinkDown, sink) }
+
 // SecretMatches returns the counter of connections whose first packet the
 // named secret decrypted (a conf.Secret's name, never the password).
 func (s *Stats) SecretMatches(secret string) *atomic.Uint64 { return s.counter(s.secrets, secret) }
@@ -129,6 +141,9 @@ type Snapshot struct {
 	DialectLossy                   uint64
 	Emitted, Dropped, SinkErrors   map[string]uint64
 	FellBack                       map[string]uint64
+	// SinkDown is, per sink, how many pipelines find it failing: a gauge.
+	SinkDown map[string]uint64 `json:",omitempty"`
+	Latency  LatencySnapshot
 	// SecretMatches and IdentityRefused are by secret and by identity
 	// name; see Stats.SecretMatches and Stats.IdentityRefused.
 	SecretMatches   map[string]uint64 `json:",omitempty"`
@@ -158,6 +173,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Finished:     s.Finished.Load(),
 		SinkDropped:  s.SinkDropped.Load(),
 		DialectLossy: s.DialectLossy.Load(),
+		Latency:      s.Latency.snapshot(),
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,6 +181,7 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.Dropped = load(s.dropped)
 	snap.SinkErrors = load(s.sinkErrors)
 	snap.FellBack = load(s.fellBack)
+	snap.SinkDown = load(s.sinkDown)
 	snap.SecretMatches = load(s.secrets)
 	snap.IdentityRefused = load(s.refused)
 	snap.Durable = s.readDurable()
@@ -206,9 +223,13 @@ func formatCounts(m map[string]uint64) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		// Counters the metrics show at zero from the start are news
+		// here only once they count something.
+		if m[k] != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+		}
 	}
 	return strings.Join(parts, ",")
 }
@@ -274,6 +295,8 @@ func (s *Snapshot) Add(o Snapshot) {
 	addInto(&s.Dropped, o.Dropped)
 	addInto(&s.SinkErrors, o.SinkErrors)
 	addInto(&s.FellBack, o.FellBack)
+	addInto(&s.SinkDown, o.SinkDown)
+	s.Latency.add(o.Latency)
 	addInto(&s.SecretMatches, o.SecretMatches)
 	addInto(&s.IdentityRefused, o.IdentityRefused)
 	addInto(&s.Queues, o.Queues)

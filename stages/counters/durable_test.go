@@ -21,7 +21,7 @@ func TestLineQueueDamage(t *testing.T) {
 		t.Errorf("line %s", line)
 	}
 	rec := httptest.NewRecorder()
-	MetricsHandler(func() Snapshot { return s }, "xor").ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	MetricsHandler(Source{Snapshot: func() Snapshot { return s }, Method: "xor"}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, want := range []string{
 		`nsca_queue_lost_results_total{sink="icinga2"} 105` + "\n",
 		`nsca_queue_lost_unknown_total{sink="icinga2"} 1` + "\n",

@@ -31,7 +31,7 @@ func (t *Totals) Retire(key any, final Snapshot) bool {
 		return false
 	}
 	delete(t.live, key)
-	final.Open, final.Held, final.Queues = 0, 0, nil
+	final.Open, final.Held, final.Queues, final.SinkDown = 0, 0, nil, nil
 	retireDurable(final.Durable)
 	t.retired.Add(final)
 	return true

@@ -270,13 +270,17 @@ func closeSinks(sinks []Sink) {
 }
 
 func newIcinga(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog) (Sink, error) {
-	return NewIcinga(IcingaConfig{
+	s, err := NewIcinga(IcingaConfig{
 		URL: cfg.Icinga2URL, User: cfg.Icinga2User, Password: cfg.Icinga2Password,
 		CertFile: cfg.Icinga2ClientCert, KeyFile: cfg.Icinga2ClientKey, CAFile: cfg.Icinga2CAFile,
 		Insecure: !cfg.Icinga2VerifyTLS, MaxInFlight: cfg.Icinga2MaxInFlight,
 		Timeout: time.Duration(cfg.Icinga2Timeout) * time.Second, Retries: cfg.Icinga2Retries,
 		Stats: stats, Log: log,
 	})
+	if err != nil {
+		return nil, cfg.PathError("icinga2_api_url", err)
+	}
+	return s, nil
 }
 
 func newGearman(cfg *conf.Config) (Sink, error) {
@@ -289,10 +293,32 @@ func newGearman(cfg *conf.Config) (Sink, error) {
 		if cfg.GearmanKeyFile != "" {
 			key, err := ReadGearmanKeyFile(cfg.GearmanKeyFile)
 			if err != nil {
-				return nil, err
+				return nil, cfg.PathError("gearman_keyfile", err)
 			}
 			gc.Key = key
 		}
 	}
-	return NewGearman(gc)
+	s, err := NewGearman(gc)
+	if err != nil {
+		return nil, cfg.PathError("gearman_server", err)
+	}
+	return s, nil
+}
+
+// Check builds the remote sinks cfg configures, without their durable
+// queues, and closes them again: it reads their key file and certificates
+// as Destinations does, so that a configuration check refuses what the
+// daemon would.
+func Check(cfg *conf.Config) error {
+	for _, r := range remotes(cfg, nil, nil) {
+		if !r.on {
+			continue
+		}
+		s, err := r.open()
+		if err != nil {
+			return err // a conf error, with the file and line
+		}
+		s.Close()
+	}
+	return nil
 }

@@ -88,7 +88,7 @@ func warnStranded(cfg *conf.Config, name, option string) {
 	dirs, _ := queueDirs(cfg, func(dir string) bool { return dir == name || leftBehindBy(dir, name, -1, 0) })
 	for _, dir := range dirs {
 		if n, _, err := queue.Pending(dir); err == nil && n > 0 {
-			glog.Warningf("sink: %s holds %d bytes of results queued for %s, which this configuration does not have (%s is not set): nothing delivers them; nsca -c %s --replay %s sends them to the remote destinations that are set",
+			glog.Warningf("sink: %s holds %d bytes of results queued for %s, which this configuration does not have (%s is not set): nothing delivers them; nsca -c %s --replay %s sends them to the destinations that are set",
 				dir, n, name, option, cfg.File, dir)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,9 +21,10 @@ var (
 	// ErrReplayInput wraps a file that cannot be read as a dump file or a
 	// spool directory.
 	ErrReplayInput = errors.New("sink: replay: unreadable input")
-	// ErrReplayNoRemote: the configuration has no remote destination to
-	// replay into.
-	ErrReplayNoRemote = errors.New("sink: replay: no remote destination configured (icinga2_api_url, gearman_server)")
+	// ErrReplayNoDestination: the configuration has no destination to
+	// replay into other than the input itself.
+	ErrReplayNoDestination = errors.New("sink: replay: no destination configured besides the input " +
+		"(command_file, check_result_path, icinga2_api_url, gearman_server)")
 	// ErrReplayUndelivered: some results were not taken by every remote
 	// destination within the time allowed.
 	ErrReplayUndelivered = errors.New("sink: replay: results left undelivered")
@@ -82,51 +84,102 @@ func replayKeys(ms ...map[string]int) []string {
 // not take a batch before it gives up and reports what was left.
 const ReplayPatience = time.Minute
 
+// ReplayOptions says how Replay goes about it.
+type ReplayOptions struct {
+	// Patience is how long a destination that does not take a batch is
+	// tried again before Replay gives up on it (ReplayPatience).
+	Patience time.Duration
+	// Progress, when set, is told how far Replay has come on a long
+	// replay: after every ProgressEvery results delivered to a
+	// destination, and at least every ProgressInterval.
+	Progress func(ReplayProgress)
+}
+
 // replayBatch is how many results one write to a destination carries.
 const replayBatch = 256
+
+// How often ReplayOptions.Progress is told, whichever comes first.
+const (
+	ProgressEvery    = 10000
+	ProgressInterval = 5 * time.Second
+)
+
+// ReplayProgress is how far a replay has come: of Total results read so
+// far (a durable queue is read a chunk at a time, so its Total grows), how
+// many each destination has taken.
+type ReplayProgress struct {
+	Total     int
+	Delivered map[string]int
+}
+
+// String is the progress line.
+func (p ReplayProgress) String() string {
+	var parts []string
+	for _, name := range replayKeys(p.Delivered) {
+		parts = append(parts, fmt.Sprintf("%s %d", name, p.Delivered[name]))
+	}
+	return fmt.Sprintf("%d results read; delivered: %s", p.Total, strings.Join(parts, ", "))
+}
+
+// progress tells ReplayOptions.Progress how a replay goes, no more often
+// than it asks.
+type progress struct {
+	opts     ReplayOptions
+	rep      *ReplayReport
+	total    int
+	last     time.Time
+	lastSum  int
+	sumSoFar int
+}
+
+// delivered accounts for n more results taken by a destination.
+func (p *progress) delivered(n int) {
+	p.sumSoFar += n
+	if p.opts.Progress == nil || p.sumSoFar-p.lastSum < ProgressEvery && time.Since(p.last) < ProgressInterval {
+		return
+	}
+	p.last, p.lastSum = time.Now(), p.sumSoFar
+	p.opts.Progress(ReplayProgress{Total: p.total, Delivered: maps.Clone(p.rep.Delivered)})
+}
 
 // Replay feeds the results of path, an alternate_dump_file (command lines),
 // a check_result_path spool directory written by a fallback, or a durable
 // queue directory (of a remote destination the configuration no longer
-// has, or of a stopped daemon), through the remote destinations cfg
-// configures (Icinga 2's API, Gearman), directly, without their durable
-// queues. A destination that does not take a batch is tried again with a
-// doubling wait for up to patience; then Replay stops and reports what was
-// left. Spool files whose result every destination took are removed, and
-// queue records acknowledged (an emptied queue directory is removed), so
-// that a second replay does not send them again; a dump file is left as it
-// is, for the operator to remove once the report shows nothing left.
-func Replay(cfg *conf.Config, path string, patience time.Duration) (ReplayReport, error) {
+// has, or of a stopped daemon), to the destinations cfg configures (see
+// replaySinks): Icinga 2's API and Gearman, directly, without their
+// durable queues, and the local core's command_file or check_result_path.
+// Every destination gets every result once, in the input's order. A
+// destination that does not take a batch is tried again with a doubling
+// wait for up to the patience of opts; then Replay stops and reports what
+// was left. Spool files whose result every destination took are removed,
+// and queue records acknowledged (an emptied queue directory is removed),
+// so that a second replay does not send them again; a dump file is left as
+// it is, for the operator to remove once the report shows nothing left.
+func Replay(cfg *conf.Config, path string, opts ReplayOptions) (ReplayReport, error) {
 	rep := ReplayReport{Delivered: map[string]int{}, Left: map[string]int{}, Refused: map[string]int{}}
 	items, files, rq, err := readReplayInput(path, &rep)
 	if err != nil {
 		return rep, err
 	}
 	defer rq.close()
-	var sinks []Sink
-	for _, r := range remotes(cfg, nil, nil) {
-		if !r.on {
-			continue
-		}
-		s, err := r.open()
-		if err != nil {
-			closeSinks(sinks)
-			return rep, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		sinks = append(sinks, s)
+	sinks, err := replaySinks(cfg, path)
+	if err != nil {
+		return rep, err
 	}
 	defer closeSinks(sinks)
 	if len(sinks) == 0 {
-		return rep, ErrReplayNoRemote
+		return rep, ErrReplayNoDestination
 	}
+	prog := &progress{opts: opts, rep: &rep, last: time.Now()}
 	var errs []error
 	if rq != nil {
-		errs = rq.deliver(sinks, patience, &rep)
+		errs = rq.deliver(sinks, prog, &rep)
 	}
 	// taken[i] counts the destinations that took items[i].
 	taken := make([]int, len(items))
+	prog.total += len(items)
 	for _, s := range sinks {
-		if err := replayInto(s, items, taken, patience, &rep); err != nil {
+		if err := replayInto(s, items, taken, prog, &rep); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -144,8 +197,71 @@ func Replay(cfg *conf.Config, path string, patience time.Duration) (ReplayReport
 	return rep, nil
 }
 
+// replaySinks opens the destinations a replay of input delivers to: every
+// remote one cfg configures and, when cfg writes to the local core (see
+// conf.Config.LocalSinks), its command_file, or check_result_path when
+// there is no command file. The dump file, the last resort that no core
+// reads, is never one, and neither is the spool a replay reads.
+func replaySinks(cfg *conf.Config, input string) ([]Sink, error) {
+	var sinks []Sink
+	for _, r := range remotes(cfg, nil, nil) {
+		if !r.on {
+			continue
+		}
+		s, err := r.open()
+		if err != nil {
+			closeSinks(sinks)
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		sinks = append(sinks, s)
+	}
+	if !cfg.LocalSinks() {
+		return sinks, nil
+	}
+	var local Sink
+	switch {
+	case cfg.CommandFile != "":
+		c := NewCommandFile(cfg.CommandFile, cfg.AppendToFile, false)
+		// A running daemon may write the command file at the same time.
+		c.Lock = true
+		local = c
+	case cfg.CheckResultPath != "" && !sameFile(cfg.CheckResultPath, input):
+		s, err := spoolFor(cfg)
+		if err != nil {
+			closeSinks(sinks)
+			return nil, err
+		}
+		local = s
+	default:
+		return sinks, nil
+	}
+	if d, ok := local.(Dialected); ok {
+		d.UseDialect(cfg.CommandFileDialect, nil)
+	}
+	return append(sinks, named{local, "local"}), nil
+}
+
+// sameFile says whether paths a and b name the same file.
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
+
+// named is a sink under another name: the command file's own changes with
+// the kind of file it last opened, and a replay's report keys on it.
+type named struct {
+	Sink
+	name string
+}
+
+func (n named) Name() string { return n.name }
+
 // replayInto writes items through s in order, batch by batch.
-func replayInto(s Sink, items []Item, taken []int, patience time.Duration, rep *ReplayReport) error {
+func replayInto(s Sink, items []Item, taken []int, prog *progress, rep *ReplayReport) error {
 	f, refuses := s.(interface{ Refused() uint64 })
 	var refusedBefore uint64
 	if refuses {
@@ -163,7 +279,7 @@ func replayInto(s Sink, items []Item, taken []int, patience time.Duration, rep *
 		for i := range idx {
 			idx[i] = start + i
 		}
-		deadline := time.Now().Add(patience)
+		deadline := time.Now().Add(prog.opts.Patience)
 		wait := 250 * time.Millisecond
 		for len(batch) > 0 {
 			consumed := make([]bool, len(batch))
@@ -179,15 +295,18 @@ func replayInto(s Sink, items []Item, taken []int, patience time.Duration, rep *
 			}
 			var restB []Item
 			var restI []int
+			took := 0
 			for i, ok := range consumed {
 				if ok {
 					taken[idx[i]]++
 					rep.Delivered[s.Name()]++
+					took++
 				} else {
 					restB, restI = append(restB, batch[i]), append(restI, idx[i])
 				}
 			}
 			batch, idx = restB, restI
+			prog.delivered(took)
 			if len(batch) == 0 {
 				break
 			}

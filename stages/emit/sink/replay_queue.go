@@ -3,7 +3,6 @@ package sink
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"nsca_fast/stages/emit/queue"
 )
@@ -51,7 +50,7 @@ func openReplayQueue(dir string) (*replayQueue, error) {
 // first result a sink did not take, so that the next replay resumes there
 // in order; what it did not read then counts as left for every sink. It
 // ends by closing the queue, or removing it once emptied.
-func (rq *replayQueue) deliver(sinks []Sink, patience time.Duration, rep *ReplayReport) []error {
+func (rq *replayQueue) deliver(sinks []Sink, prog *progress, rep *ReplayReport) []error {
 	rep.FromQueue = true
 	var errs []error
 	for {
@@ -64,8 +63,9 @@ func (rq *replayQueue) deliver(sinks []Sink, patience time.Duration, rep *Replay
 			break
 		}
 		taken := make([]int, len(items))
+		prog.total += len(items)
 		for _, s := range sinks {
-			if err := replayInto(s, items, taken, patience, rep); err != nil {
+			if err := replayInto(s, items, taken, prog, rep); err != nil {
 				errs = append(errs, err)
 			}
 		}

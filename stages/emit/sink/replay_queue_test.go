@@ -61,7 +61,7 @@ func replayQueueOnce(t *testing.T, dir string, sinks ...Sink) ReplayReport {
 		t.Fatal(err)
 	}
 	rq.chunk = 3
-	rq.deliver(sinks, 0, &rep)
+	rq.deliver(sinks, &progress{rep: &rep}, &rep)
 	return rep
 }
 

@@ -6,6 +6,10 @@ import "nsca_fast/stages/codec"
 type Item struct {
 	Result codec.Result
 	Time   int64 // unix seconds when the server received it
+	// ReadAt is when its last byte was read off the client's socket (unix
+	// nanoseconds), for the latency histogram; 0 for results that did not
+	// come from a client (a replay).
+	ReadAt int64
 }
 
 // Sink is one destination. Write delivers items in order and reports how
