@@ -254,6 +254,9 @@ func TestNscaNG(t *testing.T) {
 	for name, want := range map[string]float64{
 		`nsca_results_dropped_total{reason="unauthorized"}`: 1,
 		`nsca_identity_refused_total{identity="alice"}`:     2,
+		// The wrong password and the unknown identity: the listener's
+		// probe closed without a word, which is incomplete, not refused.
+		`nsca_connections_refused_total`: 2,
 	} {
 		if got := identWaitMetric(t, metrics, name, want); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
@@ -527,5 +530,41 @@ authorize "*" {
 	})
 	if !strings.Contains(d.Stderr(), `identity "far" may not connect from 127.0.0.1`) {
 		t.Errorf("the refusal of far is not logged")
+	}
+}
+
+// TestNscaNGNoCommandFile: with no command_file (results go to the spool),
+// a check result is taken and written as a spool file, and another command
+// is refused with FAIL and the reason, as nothing could take it.
+func TestNscaNGNoCommandFile(t *testing.T) {
+	progs := ngExtract(t, false)
+	dir := t.TempDir()
+	spool := makeSpoolDir(t, dir)
+	ids := filepath.Join(dir, "nsca-ng.cfg")
+	writeFile(t, ids, ngIdentities("/nonexistent", 0), 0o600)
+	ngPort := freePort(t)
+	d := startDaemonWith(t, Config{"check_result_path": spool, "password": "legacy-secret", "identities_file": ids,
+		"nsca_ng_listen": "127.0.0.1:" + strconv.Itoa(ngPort)}, daemonOpts{dir: dir})
+	root := ngClient{bin: progs.client, identity: "root", password: "root-secret", port: ngPort}
+	waitFor(10*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ngPort)), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if out, err := root.run(t, "spooled\tdisk\t0\tto the spool\x17"); err != nil {
+		t.Fatalf("check result: %v\n%s", err, out)
+	}
+	if got := readSpool(t, spool, 1); len(got) != 1 || got[0].host != "spooled" {
+		t.Errorf("spool holds %+v, want the one result of host spooled", got)
+	}
+	out, err := root.run(t, "ENABLE_NOTIFICATIONS\n", "-C")
+	if err == nil || !strings.Contains(out, "FAIL No command_file for commands other than check results") {
+		t.Errorf("another command without a command file: err %v, output %q; want FAIL with the reason", err, out)
+	}
+	d.Stop()
+	if !strings.Contains(d.Stderr(), "no command_file for commands other than check results: ENABLE_NOTIFICATIONS") {
+		t.Errorf("the refusal is not logged")
 	}
 }
