@@ -405,6 +405,7 @@ func (w *ngWorker) loop(ctx context.Context) {
 				continue
 			}
 			if s := w.sessions[fd]; s != nil {
+				s.drained = false
 				s.drive()
 			}
 		}
@@ -539,7 +540,11 @@ type ngSession struct {
 	deadline   time.Time
 	lastActive time.Time
 	writing    bool // EPOLLOUT is polled for
-	ended      bool
+	// drained: the last read found the socket empty, and no event came
+	// since. Reading again would only cost a system call: with
+	// edge-triggered polling, new input brings an event.
+	drained bool
+	ended   bool
 }
 
 // who names the session in messages as nsca-ng does: identity@address.
@@ -599,6 +604,9 @@ func (s *ngSession) drive() {
 		if s.process() {
 			continue
 		}
+		if s.drained {
+			return
+		}
 		room := nscang.MaxLine - len(s.in)
 		if s.state == ngPush {
 			room = s.want - len(s.in)
@@ -614,6 +622,7 @@ func (s *ngSession) drive() {
 			s.lastActive = time.Now()
 			continue
 		}
+		s.drained = want == openssl.WantRead
 		s.pollWrite(want == openssl.WantWrite)
 		return
 	}
