@@ -693,9 +693,12 @@ func (s *ngSession) handshakeFailed(err error) {
 		return
 	}
 	srv.stats.Refused.Add(1)
+	// A key was found for a known identity, so it did not fit.
 	name := ""
-	if info := s.tls.Info(); info.Identity != "" {
-		name = fmt.Sprintf(" (identity %q%s)", info.Identity, map[bool]string{false: ", unknown", true: ", wrong password?"}[info.Known])
+	if info := s.tls.Info(); info.Identity != "" && info.Known {
+		name = fmt.Sprintf(" (identity %q, wrong password?)", info.Identity)
+	} else if info.Identity != "" {
+		name = fmt.Sprintf(" (identity %q, unknown)", info.Identity)
 	}
 	srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: TLS handshake with %s%s failed: %v", s.peer, name, err)
 	s.end()
