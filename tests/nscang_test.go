@@ -310,6 +310,12 @@ func TestNscaNGPing(t *testing.T) {
 	if got := ngOpenSSL(t, ngPort, []string{"PING 1"}); len(got) != 1 || got[0] != "PONG 1" {
 		t.Errorf("PING answered %q", got)
 	}
+	// TLS 1.2 with the suite nsca-ng's protocol requires, on both.
+	for _, port := range []int{theirPort, ngPort} {
+		if got := ngOpenSSL(t, port, []string{"PING 1"}, "-tls1_2", "-cipher", "PSK-AES256-CBC-SHA"); len(got) != 1 || got[0] != "PONG 1" {
+			t.Errorf("port %d: PING over TLS 1.2 PSK-AES256-CBC-SHA answered %q", port, got)
+		}
+	}
 	if got := ngOpenSSL(t, ngPort, []string{"MOIN 1 abc", "NOOP", "NOOP", "QUIT"}); strings.Join(got, "|") != "MOIN 1|OKAY|OKAY|OKAY" {
 		t.Errorf("NOOP, NOOP, QUIT answered %q", got)
 	}
@@ -320,10 +326,13 @@ func TestNscaNGPing(t *testing.T) {
 // real client does; it returns the answers, and stops at the first
 // request not answered within 3 s (the server ended the session, or
 // waits).
-func ngOpenSSL(t testing.TB, port int, requests []string) []string {
+// An empty request sends nothing and waits up to 6 s for what the server
+// says by itself (a BAIL at the idle timeout). args are more s_client
+// options (-tls1_2).
+func ngOpenSSL(t testing.TB, port int, requests []string, args ...string) []string {
 	t.Helper()
-	cmd := exec.Command("openssl", "s_client", "-quiet", "-connect", "127.0.0.1:"+strconv.Itoa(port),
-		"-psk_identity", "alice", "-psk", hex.EncodeToString([]byte("alice-secret")))
+	cmd := exec.Command("openssl", append([]string{"s_client", "-quiet", "-connect", "127.0.0.1:" + strconv.Itoa(port),
+		"-psk_identity", "alice", "-psk", hex.EncodeToString([]byte("alice-secret"))}, args...)...)
 	in, _ := cmd.StdinPipe()
 	// A pipe of our own: StdoutPipe's is closed by Wait, which runs at
 	// once (mustStart), and would lose the answer of a session the server
@@ -351,7 +360,10 @@ func ngOpenSSL(t testing.TB, port int, requests []string) []string {
 	}()
 	var answers []string
 	for _, req := range requests {
-		if _, err := io.WriteString(in, req+"\r\n"); err != nil {
+		wait := 3 * time.Second
+		if req == "" {
+			wait = 6 * time.Second
+		} else if _, err := io.WriteString(in, req+"\r\n"); err != nil {
 			break
 		}
 		select {
@@ -360,7 +372,7 @@ func ngOpenSSL(t testing.TB, port int, requests []string) []string {
 				return answers
 			}
 			answers = append(answers, l)
-		case <-time.After(3 * time.Second):
+		case <-time.After(wait):
 			return answers
 		}
 	}
@@ -423,7 +435,7 @@ func TestNscaNGHostile(t *testing.T) {
 	ids := filepath.Join(dir, "nsca-ng.cfg")
 	writeFile(t, ids, ngIdentities(cmd, 0), 0o600)
 	d, ngPort, metrics := ngStartDaemon(t, dir, cmd, ids, Config{"append_to_file": "1",
-		"nsca_ng_max_sessions": "8", "nsca_ng_handshake_timeout": "2"})
+		"nsca_ng_max_sessions": "8", "nsca_ng_handshake_timeout": "2", "nsca_ng_timeout": "2"})
 	// The probe that found the listener up was one handshake that failed.
 	base, _ := relScrape(metrics)
 	const hostile = 20
@@ -453,6 +465,10 @@ func TestNscaNGHostile(t *testing.T) {
 		if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("hostile connection %d still open after the handshake timeout: %v", i, err)
 		}
+	}
+	// An idle session is bailed out of after nsca_ng_timeout.
+	if got := ngOpenSSL(t, ngPort, []string{"MOIN 1 idle", ""}); strings.Join(got, "|") != "MOIN 1|BAIL Connection timed out" {
+		t.Errorf("an idle session got %q, want MOIN 1 and BAIL Connection timed out", got)
 	}
 	if out, err := (ngClient{bin: progs.client, identity: "alice", password: "alice-secret", port: ngPort}).run(t, "web1\tdisk\t0\tafter the hostile ones\x17"); err != nil {
 		t.Errorf("nsca-ng client after the hostile ones: %v\n%s", err, out)
