@@ -62,9 +62,10 @@ type NGIdentities interface {
 
 // NGConfig are the nsca-ng listener's settings.
 type NGConfig struct {
-	// Listen is the address:port to listen on, with SO_REUSEPORT so that
-	// a reload's successor and each worker process can listen beside it.
-	Listen string
+	// Listen is the address:port, and Listener the socket NGListen made
+	// there, which StartNG then owns.
+	Listen   string
+	Listener *os.File
 	// Threads is the fixed number of goroutines running the sessions.
 	Threads     int
 	MaxSessions int
@@ -124,19 +125,11 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 	if cfg.Identities == nil {
 		return fmt.Errorf("%w: no identities: nsca_ng_listen needs identities_file", ErrNG)
 	}
+	ln := cfg.Listener
 	tlsCtx, err := openssl.NewContext(cfg.Identities.Keys(), cfg.Ciphers)
 	if err != nil {
+		ln.Close()
 		return fmt.Errorf("%w: %w", ErrNG, err)
-	}
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
-		return serr
-	}}
-	ln, err := ngListen(lc, cfg.Listen)
-	if err != nil {
-		tlsCtx.Close()
-		return fmt.Errorf("%w: nsca_ng_listen=%s: %w", ErrNG, cfg.Listen, err)
 	}
 	s := &ngServer{cfg: cfg, ctx: tlsCtx, ln: ln, out: out, stats: env.Stats, log: env.Log,
 		commands: make(chan ngCommand, 64), stop: stop}
@@ -156,6 +149,10 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 	var wg, cmds sync.WaitGroup
 	run(ctx, &wg, "nsca-ng:accept", func(ctx context.Context) {
 		s.accept(ctx)
+		// At once: the kernel deals new connections to every socket of
+		// the port (a reload's successor listens beside this one), and
+		// would go on putting some in a backlog nobody accepts.
+		s.ln.Close()
 		s.acceptDone.Store(true)
 		for _, w := range s.workers {
 			w.wakeUp()
@@ -183,17 +180,24 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 		for _, w := range s.workers {
 			w.close()
 		}
-		s.ln.Close()
 		tlsCtx.Close()
 		closed()
 	}()
 	return nil
 }
 
-// ngListen listens on address as a non-blocking descriptor in Go's
-// poller, which accepts with accept4 as the accept stage does: a
-// net.Listener's raw connection cannot be read.
-func ngListen(lc net.ListenConfig, address string) (*os.File, error) {
+// NGListen listens on address, with SO_REUSEPORT so that a reload's
+// successor and each worker process listen beside it, as a non-blocking
+// descriptor in Go's poller, which accepts with accept4 as the accept
+// stage does (a net.Listener's raw connection cannot be read). It is done
+// when the server is built, so that a reload's new pipeline listens before
+// the old one stops.
+func NGListen(address string) (*os.File, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return serr
+	}}
 	l, err := lc.Listen(context.Background(), "tcp", address)
 	if err != nil {
 		return nil, err
@@ -235,7 +239,21 @@ func (s *ngServer) accept(ctx context.Context) {
 		if err != nil {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
 				glog.Errorf("nsca-ng: accept: %v", err)
+				return
 			}
+			// Stopped: what is in the backlog already is served here.
+			rc.Control(func(lfd uintptr) {
+				for {
+					fd, peer, aerr := rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+					switch aerr {
+					case nil:
+						next = s.admit(fd, peer, next)
+					case syscall.EINTR, syscall.ECONNABORTED:
+					default:
+						return
+					}
+				}
+			})
 			return
 		}
 		switch aerr {
@@ -250,17 +268,22 @@ func (s *ngServer) accept(ctx context.Context) {
 			glog.Errorf("nsca-ng: accept: %v", aerr)
 			return
 		}
-		if why := s.refuse(peer); why != "" {
-			s.stats.Refused.Add(1)
-			s.log.Warningf(peer.Addr().String(), "nsca-ng: refused connection from %s: %s", peer, why)
-			unix.Close(fd)
-			continue
-		}
-		s.sessions.Add(1)
-		w := s.workers[next%len(s.workers)]
-		next++
-		w.post(ngEvent{fd: fd, peer: peer})
+		next = s.admit(fd, peer, next)
 	}
+}
+
+// admit refuses a new connection or deals it to worker next, and returns
+// the worker after it.
+func (s *ngServer) admit(fd int, peer netip.AddrPort, next int) int {
+	if why := s.refuse(peer); why != "" {
+		s.stats.Refused.Add(1)
+		s.log.Warningf(peer.Addr().String(), "nsca-ng: refused connection from %s: %s", peer, why)
+		unix.Close(fd)
+		return next
+	}
+	s.sessions.Add(1)
+	s.workers[next%len(s.workers)].post(ngEvent{fd: fd, peer: peer})
+	return next + 1
 }
 
 func (s *ngServer) refuse(peer netip.AddrPort) string {

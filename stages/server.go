@@ -217,6 +217,9 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*NGConfig, error) {
 		ng.Commands = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
 		ng.Commands.Lock = true
 	}
+	if ng.Listener, err = NGListen(cfg.NscaNGListen); err != nil {
+		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", ErrNG, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
+	}
 	return ng, nil
 }
 

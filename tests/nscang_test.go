@@ -584,3 +584,49 @@ func TestNscaNGNoCommandFile(t *testing.T) {
 		t.Errorf("the refusal is not logged")
 	}
 }
+
+// TestNscaNGReload: after SIGHUP the new pipeline listens on the nsca-ng
+// port beside the old one while it drains (SO_REUSEPORT), so nsca-ng
+// clients are served before, during and after, each result once; a
+// session left idle across the reload is bailed out of by the old
+// pipeline once its grace is up, as send_nsca connections are closed.
+func TestNscaNGReload(t *testing.T) {
+	progs := ngExtract(t, false)
+	dir := t.TempDir()
+	cmd := commandFile(t, dir)
+	ids := filepath.Join(dir, "nsca-ng.cfg")
+	writeFile(t, ids, ngIdentities(cmd, 0), 0o600)
+	d, ngPort, _ := ngStartDaemon(t, dir, cmd, ids, Config{"append_to_file": "1"})
+	alice := ngClient{bin: progs.client, identity: "alice", password: "alice-secret", port: ngPort}
+	lo := now()
+	if out, err := alice.run(t, "web1\tload\t0\tbefore\x17"); err != nil {
+		t.Fatalf("before the reload: %v\n%s", err, out)
+	}
+	// A session that stays open across the reload.
+	var open []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		open = ngOpenSSL(t, ngPort, []string{"MOIN 1 across", "", "NOOP", "QUIT"})
+	}()
+	time.Sleep(500 * time.Millisecond)
+	d.Signal(syscall.SIGHUP)
+	d.waitLog(regexp.MustCompile(`SIGHUP: configuration reloaded`), 10*time.Second)
+	for i := 0; i < 5; i++ {
+		if out, err := alice.run(t, fmt.Sprintf("web1\tload\t0\tafter %d\x17", i)); err != nil {
+			t.Errorf("after the reload: %v\n%s", err, out)
+		}
+	}
+	<-done
+	if strings.Join(open, "|") != "MOIN 1|BAIL Server shutting down" {
+		t.Errorf("the idle session across the reload got %q, want MOIN 1, then BAIL Server shutting down", open)
+	}
+	waitFileLines(t, cmd, 6)
+	hi := now()
+	d.Stop()
+	want := []string{"PROCESS_SERVICE_CHECK_RESULT;web1;load;0;before"}
+	for i := 0; i < 5; i++ {
+		want = append(want, fmt.Sprintf("PROCESS_SERVICE_CHECK_RESULT;web1;load;0;after %d", i))
+	}
+	assertLines(t, commandsIn(t, cmd, lo, hi), want)
+}
