@@ -120,6 +120,7 @@ type decrypter struct {
 	stats       *counters.Stats
 	log         *counters.RateLog
 	diag        *diagnose.Diagnoser
+	clients     *diagnose.Registry
 }
 
 // keyed is a Candidate ready to decrypt in one decrypt goroutine.
@@ -162,7 +163,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 			closeDecrypters(ds)
 			return err
 		}
-		d.diag = env.Diagnose
+		d.diag, d.clients = env.Diagnose, env.Clients
 		ds[i] = d
 	}
 	startSharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
@@ -440,6 +441,7 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		if why != "timeout" { // the read stage has logged a timeout already
 			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
 		}
+		d.clients.Failed(c.Peer.Addr().Unmap(), fmt.Sprintf("connection ended (%s) after %d bytes, before a whole packet", why, c.curN))
 		d.diagnose(c, "ended ("+why+") before a whole packet")
 	default:
 		if c.firstBad || c.unmatched {

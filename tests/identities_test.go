@@ -263,6 +263,9 @@ func TestDiagnosis(t *testing.T) {
 			t.Errorf("/clients does not list %s with %q:\n%s", src, text, page)
 		}
 	}
+	if !strings.Contains(page, "127.0.0.5\t2\t2\t") {
+		t.Errorf("/clients does not count 127.0.0.5's two connections, both refused:\n%s", page)
+	}
 	// A good client is listed with its secret and method.
 	Client{Password: password, Method: 14}.send(t, d.Port, "h\tsvc\t0\tgood\n", 1)
 	if !waitFor(5*time.Second, func() bool {
