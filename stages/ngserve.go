@@ -115,17 +115,20 @@ type ngCommand struct {
 	s    *ngSession
 }
 
-// StartNG listens on cfg.Listen and serves nsca-ng clients, sending their
-// check results on out. It stops accepting when stop is closed, gives open
-// sessions cfg.Grace, and calls closed once nothing more will be sent.
+// StartNG serves nsca-ng clients on cfg.Listener (from NGListen, which it
+// owns from then on, even when it fails), sending their check results on
+// out. It stops accepting when stop is closed, gives open sessions
+// cfg.Grace, and calls closed once nothing more will be sent.
 func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed func(), cfg NGConfig, env Env) error {
+	ln := cfg.Listener
 	if err := openssl.Available(); err != nil {
+		ln.Close()
 		return fmt.Errorf("%w: %w", ErrNG, err)
 	}
 	if cfg.Identities == nil {
+		ln.Close()
 		return fmt.Errorf("%w: no identities: nsca_ng_listen needs identities_file", ErrNG)
 	}
-	ln := cfg.Listener
 	tlsCtx, err := openssl.NewContext(cfg.Identities.Keys(), cfg.Ciphers)
 	if err != nil {
 		ln.Close()
