@@ -21,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/emit/dialect"
 )
 
@@ -140,6 +141,15 @@ type Config struct {
 	MoreMethods    []int
 	PasswordFile   string // password_file; "" = password alone
 	IdentitiesFile string // identities_file; "" = no identities
+	// nsca-ng clients.
+
+	NscaNGListen           string // nsca_ng_listen; "" = off
+	NscaNGThreads          int    // nsca_ng_threads
+	NscaNGMaxSessions      int    // nsca_ng_max_sessions
+	NscaNGHandshakeTimeout int    // nsca_ng_handshake_timeout, seconds
+	NscaNGTimeout          int    // nsca_ng_timeout, seconds
+	NscaNGMaxCommandSize   int    // nsca_ng_max_command_size, bytes
+	NscaNGCiphers          string // nsca_ng_tls_ciphers
 
 	// Lines maps an option name to the line that last set it, so that
 	// Validate and the daemon can point at the line to fix.
@@ -267,6 +277,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("conf: %s: check_result_path_max_files=%d caps a spool that is not configured: "+
 			"set check_result_path or remove the cap: %w",
 			c.where("check_result_path_max_files"), c.CheckResultPathMaxFiles, ErrConflict)
+	}
+	if err := c.validateNG(); err != nil {
+		return err
 	}
 	if c.MaxPacketAgeEnabled && c.MaxPacketAge == 0 {
 		// Stock 2.7 read 0 as "no limit", nsca_fast as a limit of 0 seconds;
@@ -495,6 +508,23 @@ func (c *Config) validateRemote() error {
 				return conflict(f.name, "%s=dump needs alternate_dump_file", f.name)
 			}
 		}
+	}
+	return nil
+}
+
+// validateNG refuses an nsca-ng listener this build or configuration
+// cannot serve: without cgo there is no OpenSSL, and without identities
+// no client could authenticate.
+func (c *Config) validateNG() error {
+	if c.NscaNGListen == "" {
+		return nil
+	}
+	if err := openssl.Available(); err != nil {
+		return c.PathError("nsca_ng_listen", err)
+	}
+	if c.IdentitiesFile == "" {
+		return fmt.Errorf("conf: %s: nsca_ng_listen=%s needs identities_file: nsca-ng clients authenticate as its "+
+			"identities: %w", c.where("nsca_ng_listen"), c.NscaNGListen, ErrConflict)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/emit/dialect"
 )
 
@@ -56,6 +57,12 @@ func TestDefault(t *testing.T) {
 		GearmanQueueSize:       10000,
 		QueueMaxBytes:          1 << 30,
 		QueueFsync:             "batch",
+		NscaNGThreads:          1,
+		NscaNGMaxSessions:      1024,
+		NscaNGHandshakeTimeout: 10,
+		NscaNGTimeout:          60,
+		NscaNGMaxCommandSize:   16384,
+		NscaNGCiphers:          "PSK-AES256-CBC-SHA:PSK-AES128-CBC-SHA:PSK-3DES-EDE-CBC-SHA:PSK-RC4-SHA",
 		Lines:                  map[string]int{},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
@@ -238,11 +245,18 @@ func TestOptionValues(t *testing.T) {
 		"gearman_keyfile": textCases,
 		"gearman_timeout": {ok("1", "1"), ok("300", "300"), bad("0", "must be at least 1"),
 			bad("301", "cannot be greater than 300 seconds")},
-		"gearman_queue_size": {ok("1", "1"), ok("1000000", "1000000"), bad("0", "must be at least 1"), bad("x", notInt)},
-		"gearman_fallback":   {ok("spool", "spool"), ok("dump", "dump"), ok("none", "none"), bad("icinga2", "is not a fallback")},
-		"queue_directory":    {ok("/var/lib/nsca_fast/queue", "/var/lib/nsca_fast/queue"), ok("q", "q"), bad("a\x00b", "NUL")},
-		"queue_max_bytes":    {ok("65536", "65536"), ok("1073741824", "1073741824"), bad("65535", "must be at least 65536"), bad("x", notInt)},
-		"queue_fsync":        {ok("never", "never"), ok("batch", "batch"), ok("always", "always"), bad("sometimes", "is not a sync policy")},
+		"gearman_queue_size":        {ok("1", "1"), ok("1000000", "1000000"), bad("0", "must be at least 1"), bad("x", notInt)},
+		"gearman_fallback":          {ok("spool", "spool"), ok("dump", "dump"), ok("none", "none"), bad("icinga2", "is not a fallback")},
+		"queue_directory":           {ok("/var/lib/nsca_fast/queue", "/var/lib/nsca_fast/queue"), ok("q", "q"), bad("a\x00b", "NUL")},
+		"queue_max_bytes":           {ok("65536", "65536"), ok("1073741824", "1073741824"), bad("65535", "must be at least 65536"), bad("x", notInt)},
+		"queue_fsync":               {ok("never", "never"), ok("batch", "batch"), ok("always", "always"), bad("sometimes", "is not a sync policy")},
+		"nsca_ng_listen":            {ok("127.0.0.1:5668", "127.0.0.1:5668"), ok(":5668", ":5668"), bad("5668", "is not host:port")},
+		"nsca_ng_threads":           {ok("4", "4"), bad("0", "must be at least 1"), bad("65", "cannot be greater than 64")},
+		"nsca_ng_max_sessions":      {ok("10", "10"), bad("0", "must be at least 1")},
+		"nsca_ng_handshake_timeout": {ok("5", "5"), bad("0", "must be at least 1")},
+		"nsca_ng_timeout":           {ok("15", "15"), bad("0", "must be at least 1")},
+		"nsca_ng_max_command_size":  {ok("65536", "65536"), bad("0", "must be at least 1"), bad("2000000", "cannot be greater than")},
+		"nsca_ng_tls_ciphers":       {ok("PSK-AES256-CBC-SHA", "PSK-AES256-CBC-SHA"), bad("PSK AES", "no part of an OpenSSL cipher list")},
 	}
 	for _, o := range options {
 		var valid, invalid int
@@ -353,6 +367,13 @@ queue_max_bytes=65536
 queue_fsync=always
 password_file=/pf
 identities_file=/if
+nsca_ng_listen=127.0.0.1:5668
+nsca_ng_threads=2
+nsca_ng_max_sessions=18
+nsca_ng_handshake_timeout=19
+nsca_ng_timeout=20
+nsca_ng_max_command_size=21
+nsca_ng_tls_ciphers=PSK
 `
 	c, err := Parse("f.cfg", []byte(file))
 	if err != nil {
@@ -372,14 +393,20 @@ identities_file=/if
 		Icinga2MaxInFlight: 11, Icinga2Timeout: 12, Icinga2Retries: 13, Icinga2QueueSize: 14, Icinga2Fallback: "dump",
 		GearmanServers: "g1:4730,g2:4730", GearmanQueue: "results", GearmanKey: "gk", GearmanKeyFile: "/gk",
 		GearmanTimeout: 15, GearmanQueueSize: 16, GearmanFallback: "spool",
-		QueueDirectory: "/q", QueueMaxBytes: 65536, QueueFsync: "always", Lines: map[string]int{},
+		QueueDirectory: "/q", QueueMaxBytes: 65536, QueueFsync: "always",
 		PasswordFile: "/pf", IdentitiesFile: "/if",
+		NscaNGListen: "127.0.0.1:5668", NscaNGThreads: 2, NscaNGMaxSessions: 18, NscaNGHandshakeTimeout: 19,
+		NscaNGTimeout: 20, NscaNGMaxCommandSize: 21, NscaNGCiphers: "PSK", Lines: map[string]int{},
 	}
 	for i, o := range options {
 		want.Lines[o.name] = i + 1
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)
+	}
+	if openssl.Available() != nil {
+		// A pure Go build refuses nsca_ng_listen (TestNGListenWithoutCgo).
+		c.NscaNGListen = ""
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)

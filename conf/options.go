@@ -300,6 +300,30 @@ var options = []option{
 			"them (counted in nsca_identity_refused_total). Clients with the server's own password (password, " +
 			"password_file) get the rights of the \"*\" block, or every right when there is none; without " +
 			"password and password_file only identities are accepted. Empty: no identities."},
+	// nsca-ng clients.
+	{name: "nsca_ng_listen", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.NscaNGListen }, validHostPort),
+		doc: "address:port on which to serve nsca-ng clients (protocol version 1 over TLS with pre-shared keys; " +
+			"nsca-ng's port is 5668), with the identities of identities_file. Empty: off."},
+	{name: "nsca_ng_threads", def: "1", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.NscaNGThreads }, 1, 64, ""),
+		doc:  "Goroutines per worker that run the TLS sessions of nsca-ng clients, 1..64."},
+	{name: "nsca_ng_max_sessions", def: "1024", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.NscaNGMaxSessions }, 1, 1000000, ""),
+		doc:  "Open nsca-ng connections per worker, 1..1000000; more are closed at once, counted and logged."},
+	{name: "nsca_ng_handshake_timeout", def: "10", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.NscaNGHandshakeTimeout }, 1, 3600, " seconds"),
+		doc:  "Seconds an nsca-ng client has to finish the TLS handshake, 1..3600."},
+	{name: "nsca_ng_timeout", def: "60", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.NscaNGTimeout }, 1, 86400, " seconds"),
+		doc:  "Seconds an nsca-ng session may stay idle before the server bails out, 1..86400 (nsca-ng's timeout)."},
+	{name: "nsca_ng_max_command_size", def: "16384", origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.NscaNGMaxCommandSize }, 1, 1<<20, " bytes"),
+		doc:  "Longest command an nsca-ng client may push, 1..1048576 bytes; longer ones are refused (nsca-ng's max_command_size)."},
+	{name: "nsca_ng_tls_ciphers", def: "PSK-AES256-CBC-SHA:PSK-AES128-CBC-SHA:PSK-3DES-EDE-CBC-SHA:PSK-RC4-SHA", origin: originNew,
+		kind: text(func(c *Config) *string { return &c.NscaNGCiphers }, validCipherList),
+		doc: "OpenSSL cipher list offered to nsca-ng clients for TLS 1.2 and older, nsca-ng's default (OpenSSL 3 " +
+			"has only the first two); TLS 1.3 uses OpenSSL's suites."},
 }
 
 // byName finds a row by its exact name, as Parse needs for every line.
@@ -587,6 +611,17 @@ func validFacility(s string) error {
 }
 
 // validHostPort checks a listening address such as 127.0.0.1:9667.
+// validCipherList accepts what an OpenSSL cipher list is made of; whether
+// OpenSSL knows the ciphers is for the listener to say when it starts.
+func validCipherList(s string) error {
+	for _, r := range s {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune(":+-!@=,_.", r)) {
+			return fmt.Errorf("holds %q, which is no part of an OpenSSL cipher list", r)
+		}
+	}
+	return nil
+}
+
 func validHostPort(s string) error {
 	if s == "" {
 		return nil

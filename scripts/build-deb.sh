@@ -76,7 +76,8 @@ pkg="$work/pkg"
 install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/usr/lib/tmpfiles.d" \
   "$pkg/etc/logrotate.d" "$pkg/etc/init.d" "$pkg/usr/share/man/man8" "$pkg/usr/share/doc/nsca-fast/examples"
 
-# The daemon. cgo links libmcrypt, hence Depends: libmcrypt4.
+# The daemon. cgo links libmcrypt and OpenSSL's libssl (the nsca-ng
+# listener), hence Depends: libmcrypt4, libssl3.
 (cd "$root" && CGO_ENABLED=1 go build -trimpath -ldflags "-X main.Version=$version" \
   -o "$pkg/usr/sbin/nsca" ./src)
 chmod 0755 "$pkg/usr/sbin/nsca"
@@ -151,10 +152,10 @@ install -m 0644 "$root/conf/debian/conffiles" "$pkg/DEBIAN/conffiles"
 
 # Depends: the libraries the binary links, with the glibc version its symbols
 # need.
-depends="libc6, libmcrypt4"
+depends="libc6, libmcrypt4, libssl3"
 if command -v objdump >/dev/null; then
   glibc=$(objdump -T "$pkg/usr/sbin/nsca" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
-  [ -n "$glibc" ] && depends="libc6 (>= $glibc), libmcrypt4"
+  [ -n "$glibc" ] && depends="libc6 (>= $glibc), libmcrypt4, libssl3"
 fi
 installed_size=$(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
 sed -e "s|@VERSION@|$version|" -e "s|@ARCH@|$arch|" -e "s|@MAINTAINER@|$maintainer|" \

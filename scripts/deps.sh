@@ -4,11 +4,14 @@
 # test` (the default) also the real programs the tests drive: send_nsca and
 # stock nsca, Nagios 4, HAProxy, Icinga 2, gearmand, Crypto++ with g++
 # for the NSClient++-compatible client, logrotate for the rotation of the
-# dump file, and promtool (package prometheus) to check the shipped alert
-# rules. Packages already present are not installed again.
+# dump file, promtool (package prometheus) to check the shipped alert
+# rules, and libconfuse2 and libev4 for nsca-ng's server, which the tests
+# run from its extracted Debian package beside its client (both are fetched
+# with apt-get download, never installed: nsca-ng-client's send_nsca would
+# replace nsca-client's). Packages already present are not installed again.
 set -euo pipefail
-build=(libmcrypt-dev cmake make gcc)
-test=(nsca-client nsca nagios4-core haproxy icinga2 gearman-job-server gearman-tools libcrypto++-dev g++ logrotate prometheus)
+build=(libmcrypt-dev libssl-dev cmake make gcc)
+test=(nsca-client nsca nagios4-core haproxy icinga2 gearman-job-server gearman-tools libcrypto++-dev g++ logrotate prometheus libconfuse2 libev4)
 case "${1:-test}" in
   build) want=("${build[@]}") ;;
   test) want=("${build[@]}" "${test[@]}") ;;

@@ -95,6 +95,19 @@ type Packet struct {
 	Short *ShortPacket
 	// ReadAt is when its last byte was read (unix nanoseconds).
 	ReadAt int64
+	// NG, when set, is a check result an nsca-ng client pushed, decoded
+	// already; Data and Short are then nil.
+	NG *NGResult
+}
+
+// NGResult is a check result from an nsca-ng client on its way to the
+// emit stage. Ack is called exactly once, by the validate stage: with nil
+// once the result is on the emit stage's queue, else with why it was not
+// taken; it must not block.
+type NGResult struct {
+	Result codec.Result
+	Time   int64 // the command's timestamp, which the written line keeps
+	Ack    func(error)
 }
 
 // ShortPacket describes a packet cut off by the end of its connection.

@@ -28,6 +28,10 @@ type DecryptConfig struct {
 	// Depth bounds each one's queue.
 	Goroutines, Depth int
 	Cipher            CipherConfig
+	// Closed, when set, is called instead of closing out once the stage
+	// is done: out then has other senders (the nsca-ng listener), and the
+	// last of them closes it.
+	Closed func()
 }
 
 // CipherConfig says how clients encrypt and what decrypts: the stage runs
@@ -166,7 +170,11 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 		func(ctx context.Context, id int, in <-chan chunk) { ds[id].loop(ctx, in, out) },
 		func() {
 			closeDecrypters(ds)
-			close(out)
+			if dcfg.Closed != nil {
+				dcfg.Closed()
+			} else {
+				close(out)
+			}
 		})
 	return nil
 }

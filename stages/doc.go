@@ -31,6 +31,12 @@
 // Connections taken over from elsewhere (inetd's) still come through the
 // read stage's channel, whose closing still starts the drain.
 //
+// The nsca-ng listener (ngserve.go) is a second source beside accept →
+// read → decrypt: its fixed pool of goroutines runs TLS-PSK sessions over
+// epoll sets and sends the check results its clients push to the validate
+// stage as decoded packets; decrypt and the listener each say when they
+// are done, and the last one closes validate's input.
+//
 // The stages share counters and the rate-limited log through Env; the
 // channels between them are bounded by queue_size, so a slow sink makes
 // the stages upstream wait and, at the end, the clients, as with stock.

@@ -12,7 +12,9 @@ import (
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
+	"nsca_fast/cgo/openssl"
 	"nsca_fast/conf"
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit/sink"
@@ -46,6 +48,11 @@ type Server struct {
 
 	progress func()
 
+	// ng is the nsca-ng listener's settings, nil when it is off; closing
+	// ngStop stops it, with the accept stage.
+	ng     *NGConfig
+	ngStop chan struct{}
+
 	queuesMu sync.Mutex
 	queues   map[string]func() int // depth of each queue, while running
 }
@@ -71,11 +78,17 @@ func Threads(cfg *conf.Config) int {
 // CPUs: a goroutine in a C call keeps its P, and when no P is idle the
 // runtime's monitor takes it back after 20 µs and then polls every 20 µs for
 // a millisecond, which cost a libmcrypt server 4 % of its CPU.
+// The nsca-ng listener's session goroutines are such goroutines too:
+// OpenSSL does their work.
 func CgoGoroutines(cfg *conf.Config) int {
-	if c, err := CipherOf(cfg); err != nil || !c.callsC() {
-		return 0
+	n := 0
+	if cfg.NscaNGListen != "" {
+		n = cfg.NscaNGThreads
 	}
-	return Threads(cfg)
+	if c, err := CipherOf(cfg); err != nil || !c.callsC() {
+		return n
+	}
+	return n + Threads(cfg)
 }
 
 // openFilesLimit is RLIMIT_NOFILE, the most descriptors this process may
@@ -165,9 +178,49 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 		sink.CloseDestinations(dests)
 		return nil, err
 	}
-	s.dests, s.adopt = dests, make(chan int, 1)
+	if cfg.NscaNGListen != "" && listeners != nil {
+		if s.ng, err = ngConfigOf(cfg, allowed); err != nil {
+			sink.CloseDestinations(dests)
+			return nil, err
+		}
+	}
+	s.dests, s.adopt, s.ngStop = dests, make(chan int, 1), make(chan struct{})
 	s.ctx, s.abort = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// ngConfigOf is the nsca-ng listener's settings for cfg, with the
+// identities of identities_file (whose settings other than authorize
+// blocks the configuration warns about, once each).
+func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*NGConfig, error) {
+	if err := openssl.Available(); err != nil {
+		return nil, cfg.PathError("nsca_ng_listen", err)
+	}
+	f, err := identities.Load(cfg.IdentitiesFile)
+	if err != nil {
+		return nil, cfg.PathError("identities_file", err)
+	}
+	ng := &NGConfig{
+		Listen:           cfg.NscaNGListen,
+		Threads:          cfg.NscaNGThreads,
+		MaxSessions:      cfg.NscaNGMaxSessions,
+		HandshakeTimeout: time.Duration(cfg.NscaNGHandshakeTimeout) * time.Second,
+		Timeout:          time.Duration(cfg.NscaNGTimeout) * time.Second,
+		MaxCommandSize:   cfg.NscaNGMaxCommandSize,
+		Ciphers:          cfg.NscaNGCiphers,
+		Identities:       NGIdentitiesOf(f),
+		Allowed:          allowed,
+		Grace:            shutdownGrace,
+		Debug:            cfg.Debug,
+	}
+	if cfg.CommandFile != "" {
+		ng.Commands = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
+		ng.Commands.Lock = true
+	}
+	if ng.Listener, err = NGListen(cfg.NscaNGListen); err != nil {
+		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", ErrNG, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
+	}
+	return ng, nil
 }
 
 // Run starts every stage and blocks until the pipeline has drained: after
@@ -231,14 +284,38 @@ func (s *Server) run(inetdFD int) error {
 	}
 	// Downstream first: when a stage cannot start, closing the input of
 	// the one started before it lets those already running drain and end.
+	// packets has two senders with the nsca-ng listener: the last one to
+	// finish closes it.
+	var closePackets func()
+	var senders atomic.Int32
+	senders.Store(1)
+	ngStart := func() error { return nil }
+	if s.ng != nil && inetdFD < 0 {
+		senders.Store(2)
+		closePackets = func() {
+			if senders.Add(-1) == 0 {
+				close(packets)
+			}
+		}
+		ngStart = func() error { return StartNG(ctx, s.ngStop, packets, closePackets, *s.ng, env) }
+	}
 	starts := []struct {
 		start func() error
 		input func()
 	}{
 		{func() error { return StartEmit(ctx, items, done, EmitConfig{Destinations: s.dests}, env) }, func() { close(items) }},
 		{func() error { return StartValidate(ctx, packets, items, validateCfg, env) }, func() { close(packets) }},
+		{ngStart, func() {
+			// Decrypt never started: the listener is the last sender.
+			if closePackets == nil {
+				close(packets)
+				return
+			}
+			s.Shutdown()
+			closePackets()
+		}},
 		{func() error {
-			return StartDecrypt(ctx, chunks, packets, DecryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher}, env)
+			return StartDecrypt(ctx, chunks, packets, DecryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: closePackets}, env)
 		}, func() { close(chunks) }},
 		{func() error { return StartRead(ctx, conns, chunks, readCfg, env) }, func() { close(conns) }},
 		{func() error { return StartAccept(ctx, s.adopt, conns, s.acceptCfg, env) }, nil},
@@ -316,7 +393,12 @@ func (s *Server) Snapshot() counters.Snapshot {
 
 // Shutdown stops accepting; Run returns once open connections have ended
 // (or used up their grace) and everything read has been emitted.
-func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.adopt) }) }
+func (s *Server) Shutdown() {
+	s.stopOnce.Do(func() {
+		close(s.adopt)
+		close(s.ngStop)
+	})
+}
 
 // Abort tears the pipeline down at once, for a second signal or a drain
 // that takes too long. Results already past validation are still emitted.

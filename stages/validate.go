@@ -53,6 +53,12 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 	startSharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p Packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan Packet) {
 			for p := range in {
+				if p.NG != nil {
+					if !v.ngResult(ctx, p, out) {
+						return
+					}
+					continue
+				}
 				if p.Short != nil {
 					v.short(p)
 					continue
@@ -135,6 +141,32 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		glog.Infof("check from %s%s: host=%q service=%q return_code=%d output=%q", c.Peer, via, r.Host, r.Service, r.ReturnCode, r.Output)
 	}
 	return sink.Item{Result: r, Time: now.Unix(), ReadAt: p.ReadAt}, true
+}
+
+// ngResult passes on a check result of an nsca-ng client, which TLS has
+// authenticated and the listener has authorized: what is left to check is
+// strict_mode_spoofing. The client hears of the outcome through Ack only
+// once the result is on the emit stage's queue. It returns false when the
+// pipeline is torn down.
+func (v *validator) ngResult(ctx context.Context, p Packet, out chan<- sink.Item) bool {
+	r, c := p.NG, p.Conn
+	if v.cfg.StrictSpoofing && !v.hostMatchesPeer(r.Result.Host, c) {
+		v.stats.Dropped(counters.DropSpoofed).Add(1)
+		v.log.Warningf(c.Peer.Addr().String(), "dropped check from nsca-ng client %s: %v: %q", c.Peer, ErrSpoofed, r.Result.Host)
+		r.Ack(ErrSpoofed)
+		return true
+	}
+	v.stats.Validated.Add(1)
+	if v.cfg.Debug {
+		glog.Infof("check from nsca-ng client %s: host=%q service=%q return_code=%d output=%q", c.Peer, r.Result.Host, r.Result.Service, r.Result.ReturnCode, r.Result.Output)
+	}
+	if !send(ctx, out, sink.Item{Result: r.Result, Time: r.Time}) {
+		v.stats.Dropped(counters.DropShutdown).Add(1)
+		r.Ack(ErrNGShutdown)
+		return false
+	}
+	r.Ack(nil)
+	return true
 }
 
 // verify returns the drop reason and error for a packet that must not pass.

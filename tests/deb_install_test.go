@@ -589,7 +589,7 @@ func debCheckPackage(t *testing.T, deb string) {
 			t.Errorf("%s: %q does not name %s", f, fields[f], debStock)
 		}
 	}
-	for _, dep := range []string{"libc6", "libmcrypt4"} {
+	for _, dep := range []string{"libc6", "libmcrypt4", "libssl3"} {
 		if !debListHas(fields["Depends"], dep) {
 			t.Errorf("Depends: %q does not name %s", fields["Depends"], dep)
 		}

@@ -208,19 +208,11 @@ func (c *CommandFile) closeFD() {
 // Write sends the lines for items, grouped into writes of at most PIPE_BUF
 // bytes that end on a line boundary. A longer line is written alone.
 func (c *CommandFile) Write(items []Item) (int, error) {
-	c.revalidate()
-	if err := c.open(); err != nil {
+	end, err := c.begin()
+	if err != nil {
 		return 0, err
 	}
-	if !c.Aggregate && !c.isFIFO {
-		defer c.closeFD()
-	}
-	if c.Lock {
-		if err := lockExclusive(c.fd); err == nil {
-			fd := c.fd
-			defer rawsys.Flock(fd, unix.LOCK_UN)
-		}
-	}
+	defer end()
 	done := 0
 	for done < len(items) {
 		c.lines.reset()
@@ -253,6 +245,55 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 		countLossy(c.lossy, len(c.lines.lossy))
 	}
 	return done, nil
+}
+
+// begin opens the command file for one write and takes its lock; end
+// undoes what begin did.
+func (c *CommandFile) begin() (end func(), err error) {
+	c.revalidate()
+	if err := c.open(); err != nil {
+		return func() {}, err
+	}
+	unlock := func() {}
+	if c.Lock {
+		if err := lockExclusive(c.fd); err == nil {
+			fd := c.fd
+			unlock = func() { rawsys.Flock(fd, unix.LOCK_UN) }
+		}
+	}
+	return func() {
+		unlock()
+		if !c.Aggregate && !c.isFIFO {
+			c.closeFD()
+		}
+	}, nil
+}
+
+// WriteCommand writes one external command line (newline included) that
+// is not a check result, as an nsca-ng client may send: it goes to the
+// command file only, never to another sink, so a failure is the caller's
+// to report to the client.
+func (c *CommandFile) WriteCommand(line []byte) error {
+	end, err := c.begin()
+	if err != nil {
+		return err
+	}
+	defer end()
+	n, err := c.writeAll(line)
+	if err == nil {
+		return nil
+	}
+	if !c.isFIFO && n > 0 && n < len(line) {
+		// Half a command on a full disk must not stay: the core would
+		// read it glued to the next line.
+		c.lines.reset()
+		c.lines.b, c.lines.ends = append(c.lines.b, line...), append(c.lines.ends, len(line))
+		_, terr := keepWholeLines(c.fd, &c.lines, n)
+		err = errors.Join(err, terr)
+	}
+	c.closeFD()
+	c.failed(err)
+	return err
 }
 
 // writeAll writes b, waiting up to FullWait for a full pipe to drain, and

@@ -67,9 +67,11 @@ func Chain(cfg *conf.Config) ([]Sink, error) {
 			closeSinks(chain)
 			return nil, fmt.Errorf("%w: %w", ErrConfig, cfg.PathError("command_file", err))
 		}
-		// Worker processes share the command file: each write of lines
-		// holds a lock, so a line longer than PIPE_BUF is never interleaved.
-		c.Lock = cfg.Workers > 0
+		// Worker processes share the command file, and the nsca-ng
+		// listener writes its other commands beside this sink: each write
+		// of lines holds a lock, so a line longer than PIPE_BUF is never
+		// interleaved.
+		c.Lock = cfg.Workers > 0 || cfg.NscaNGListen != ""
 		if cfg.CheckResultPath == "" {
 			// A full pipe means the core is alive but slow. Without a spool
 			// the only other place is the dump file, which the core never

@@ -1,0 +1,405 @@
+//go:build cgo
+
+package openssl
+
+/*
+#cgo LDFLAGS: -lssl -lcrypto
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+
+// The identities' keys live in C memory, sorted by nothing: a handshake
+// scans them once, which costs nothing beside the handshake itself.
+typedef struct {
+	char *identity;
+	unsigned char *key;
+	unsigned int keylen;
+} nsca_psk;
+
+typedef struct {
+	nsca_psk *keys;
+	int n;
+	int fallback; // index of the "*" key, or -1
+} nsca_keys;
+
+// One per session: the identity the client presented, kept here because
+// OpenSSL does not record it for a TLS 1.3 session made from the callback.
+typedef struct {
+	char identity[PSK_MAX_IDENTITY_LEN + 1];
+	int known;
+} nsca_sess;
+
+static int keys_index = -1;
+
+static unsigned int nsca_psk_cb(SSL *ssl, const char *identity, unsigned char *psk, unsigned int max) {
+	nsca_keys *k = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), keys_index);
+	nsca_sess *s = SSL_get_app_data(ssl);
+	int i, found = -1;
+	if (k == NULL || s == NULL || identity == NULL) {
+		return 0;
+	}
+	strncpy(s->identity, identity, PSK_MAX_IDENTITY_LEN);
+	s->identity[PSK_MAX_IDENTITY_LEN] = '\0';
+	for (i = 0; i < k->n; i++) {
+		if (strcmp(k->keys[i].identity, identity) == 0) {
+			found = i;
+			break;
+		}
+	}
+	if (found < 0) {
+		found = k->fallback;
+	}
+	if (found < 0 || k->keys[found].keylen > max) {
+		return 0;
+	}
+	s->known = 1;
+	memcpy(psk, k->keys[found].key, k->keys[found].keylen);
+	return k->keys[found].keylen;
+}
+
+static void nsca_keys_free(nsca_keys *k) {
+	int i;
+	if (k == NULL) {
+		return;
+	}
+	for (i = 0; i < k->n; i++) {
+		free(k->keys[i].identity);
+		if (k->keys[i].key != NULL) {
+			OPENSSL_cleanse(k->keys[i].key, k->keys[i].keylen);
+		}
+		free(k->keys[i].key);
+	}
+	free(k->keys);
+	free(k);
+}
+
+// packed is n records of: identity length (4 bytes, native), identity,
+// key length (4 bytes), key; it is copied and not kept.
+static SSL_CTX *nsca_ctx_new(const char *packed, int plen, int n, const char *ciphers, int cipherslen, char *err, int errlen) {
+	SSL_CTX *ctx;
+	nsca_keys *k;
+	char cbuf[1024];
+	int i, off = 0;
+
+	if (keys_index < 0) {
+		keys_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	}
+	ctx = SSL_CTX_new(TLS_server_method());
+	if (ctx == NULL) {
+		ERR_error_string_n(ERR_get_error(), err, errlen);
+		return NULL;
+	}
+	if (cipherslen <= 0 || cipherslen >= (int)sizeof cbuf) {
+		snprintf(err, errlen, "cipher list of %d bytes", cipherslen);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	memcpy(cbuf, ciphers, cipherslen);
+	cbuf[cipherslen] = '\0';
+	if (SSL_CTX_set_cipher_list(ctx, cbuf) != 1) {
+		ERR_error_string_n(ERR_get_error(), err, errlen);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_VERSION);
+	// No session tickets: clients connect anew each time, and a ticket is
+	// a write and a key derivation per connection for nothing.
+	SSL_CTX_set_num_tickets(ctx, 0);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+	k = calloc(1, sizeof *k);
+	if (k == NULL || (n > 0 && (k->keys = calloc(n, sizeof *k->keys)) == NULL)) {
+		free(k);
+		snprintf(err, errlen, "out of memory");
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	k->fallback = -1;
+	for (i = 0; i < n; i++) {
+		unsigned int il, kl;
+		memcpy(&il, packed + off, 4);
+		off += 4;
+		k->keys[i].identity = calloc(1, il + 1);
+		if (k->keys[i].identity != NULL) {
+			memcpy(k->keys[i].identity, packed + off, il);
+		}
+		off += il;
+		memcpy(&kl, packed + off, 4);
+		off += 4;
+		k->keys[i].key = malloc(kl + 1);
+		if (k->keys[i].key != NULL) {
+			memcpy(k->keys[i].key, packed + off, kl);
+		}
+		k->keys[i].keylen = kl;
+		off += kl;
+		k->n = i + 1;
+		if (k->keys[i].identity == NULL || k->keys[i].key == NULL) {
+			nsca_keys_free(k);
+			snprintf(err, errlen, "out of memory");
+			SSL_CTX_free(ctx);
+			return NULL;
+		}
+		if (strcmp(k->keys[i].identity, "*") == 0) {
+			k->fallback = i;
+		}
+	}
+	SSL_CTX_set_ex_data(ctx, keys_index, k);
+	SSL_CTX_set_psk_server_callback(ctx, nsca_psk_cb);
+	return ctx;
+}
+
+static void nsca_ctx_free(SSL_CTX *ctx) {
+	nsca_keys_free(SSL_CTX_get_ex_data(ctx, keys_index));
+	SSL_CTX_free(ctx);
+}
+
+static SSL *nsca_ssl_new(SSL_CTX *ctx, int fd) {
+	SSL *ssl = SSL_new(ctx);
+	nsca_sess *s;
+	if (ssl == NULL) {
+		return NULL;
+	}
+	s = calloc(1, sizeof *s);
+	if (s == NULL || SSL_set_fd(ssl, fd) != 1) {
+		free(s);
+		SSL_free(ssl);
+		return NULL;
+	}
+	SSL_set_app_data(ssl, s);
+	SSL_set_accept_state(ssl);
+	return ssl;
+}
+
+static void nsca_ssl_free(SSL *ssl) {
+	free(SSL_get_app_data(ssl));
+	SSL_free(ssl);
+}
+
+// The result of one call: bytes moved (or 1 for a finished handshake) and
+// SSL_get_error's verdict, with the queued reason for a failure.
+typedef struct {
+	int n;
+	int code;
+} nsca_io;
+
+// The peer closed the connection without close_notify: not an SSL_ERROR_*.
+#define NSCA_EOF (-2)
+
+static nsca_io nsca_result(SSL *ssl, int rc, char *err, int errlen) {
+	nsca_io r = { rc, SSL_ERROR_NONE };
+	unsigned long e;
+	if (rc > 0) {
+		return r;
+	}
+	r.n = 0;
+	r.code = SSL_get_error(ssl, rc);
+	if (r.code == SSL_ERROR_SSL || r.code == SSL_ERROR_SYSCALL) {
+		e = ERR_get_error();
+		if (e != 0) {
+			ERR_error_string_n(e, err, errlen);
+		} else {
+			err[0] = '\0';
+		}
+		if ((r.code == SSL_ERROR_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+				(r.code == SSL_ERROR_SYSCALL && e == 0)) {
+			r.code = NSCA_EOF;
+		}
+	}
+	ERR_clear_error();
+	return r;
+}
+
+static nsca_io nsca_handshake(SSL *ssl, char *err, int errlen) {
+	return nsca_result(ssl, SSL_do_handshake(ssl), err, errlen);
+}
+
+static nsca_io nsca_read(SSL *ssl, void *buf, int len, char *err, int errlen) {
+	return nsca_result(ssl, SSL_read(ssl, buf, len), err, errlen);
+}
+
+static nsca_io nsca_write(SSL *ssl, const void *buf, int len, char *err, int errlen) {
+	return nsca_result(ssl, SSL_write(ssl, buf, len), err, errlen);
+}
+
+static int nsca_shutdown(SSL *ssl) {
+	int rc = SSL_shutdown(ssl);
+	ERR_clear_error();
+	return rc;
+}
+
+// Fills out with the identity, protocol version and cipher, NUL-separated.
+static int nsca_describe(SSL *ssl, char *out, int outlen) {
+	nsca_sess *s = SSL_get_app_data(ssl);
+	const char *c = SSL_get_cipher_name(ssl);
+	return snprintf(out, outlen, "%s%c%s%c%s%c%d", s ? s->identity : "", 0, SSL_get_version(ssl), 0, c ? c : "", 0, s ? s->known : 0);
+}
+*/
+import "C"
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"strconv"
+	"unsafe"
+)
+
+// errLen is the size of the buffer a failing call explains itself in.
+const errLen = 256
+
+// Context is a TLS-PSK server configuration with the identities' keys.
+type Context struct{ ctx *C.SSL_CTX }
+
+// Key is one identity's pre-shared key; Identity "*" serves every client
+// whose identity has no key of its own.
+type Key struct {
+	Identity string
+	PSK      []byte
+}
+
+// NewContext makes a server context offering ciphers (an OpenSSL cipher
+// list for TLS 1.2 and older; TLS 1.3 offers its own suites) with keys.
+func NewContext(keys []Key, ciphers string) (*Context, error) {
+	var packed bytes.Buffer
+	for _, k := range keys {
+		binary.Write(&packed, binary.NativeEndian, uint32(len(k.Identity)))
+		packed.WriteString(k.Identity)
+		binary.Write(&packed, binary.NativeEndian, uint32(len(k.PSK)))
+		packed.Write(k.PSK)
+	}
+	p := packed.Bytes()
+	p = append(p, 0) // never an empty slice: its data pointer is passed
+	var err [errLen]C.char
+	ctx := C.nsca_ctx_new((*C.char)(unsafe.Pointer(&p[0])), C.int(len(p)), C.int(len(keys)),
+		(*C.char)(unsafe.Pointer(unsafe.StringData(ciphers+"\x00"))), C.int(len(ciphers)), &err[0], errLen)
+	runtime.KeepAlive(p)
+	clear(p)
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: %s", ErrContext, C.GoString(&err[0]))
+	}
+	return &Context{ctx: ctx}, nil
+}
+
+// Close frees the context; its sessions must have been freed first.
+func (c *Context) Close() {
+	if c.ctx != nil {
+		C.nsca_ctx_free(c.ctx)
+		c.ctx = nil
+	}
+}
+
+// Session is the TLS server side of one connection on a non-blocking
+// socket, which stays the caller's to poll and close.
+type Session struct{ ssl *C.SSL }
+
+// NewSession starts the server side of a handshake on fd.
+func (c *Context) NewSession(fd int) (*Session, error) {
+	ssl := C.nsca_ssl_new(c.ctx, C.int(fd))
+	if ssl == nil {
+		return nil, fmt.Errorf("%w on descriptor %d", ErrSession, fd)
+	}
+	return &Session{ssl: ssl}, nil
+}
+
+// Want says what a call that could not finish waits for.
+type Want int
+
+// What a call waits for.
+const (
+	// Done: the call finished.
+	Done Want = iota
+	// WantRead: call again once the socket is readable.
+	WantRead
+	// WantWrite: call again once the socket is writable.
+	WantWrite
+)
+
+func (s *Session) outcome(r C.nsca_io, err *[errLen]C.char, what string) (int, Want, error) {
+	switch r.code {
+	case C.SSL_ERROR_NONE:
+		return int(r.n), Done, nil
+	case C.SSL_ERROR_WANT_READ:
+		return 0, WantRead, nil
+	case C.SSL_ERROR_WANT_WRITE:
+		return 0, WantWrite, nil
+	case C.SSL_ERROR_ZERO_RETURN:
+		return 0, Done, ErrClosed
+	case C.NSCA_EOF:
+		return 0, Done, fmt.Errorf("%w: %s: %w", ErrTLS, what, ErrEOF)
+	}
+	why := C.GoString(&err[0])
+	if why == "" {
+		why = "connection ended"
+	}
+	return 0, Done, fmt.Errorf("%w: %s: %s", ErrTLS, what, why)
+}
+
+// Handshake advances the handshake; Done with no error: it is complete.
+func (s *Session) Handshake() (Want, error) {
+	var err [errLen]C.char
+	r := C.nsca_handshake(s.ssl, &err[0], errLen)
+	_, w, e := s.outcome(r, &err, "handshake")
+	return w, e
+}
+
+// Read decrypts what the socket has into buf.
+func (s *Session) Read(buf []byte) (int, Want, error) {
+	if len(buf) == 0 {
+		return 0, Done, nil
+	}
+	var err [errLen]C.char
+	r := C.nsca_read(s.ssl, unsafe.Pointer(&buf[0]), C.int(len(buf)), &err[0], errLen)
+	runtime.KeepAlive(buf)
+	return s.outcome(r, &err, "read")
+}
+
+// Write encrypts buf onto the socket; after WantWrite call it again with
+// the same bytes.
+func (s *Session) Write(buf []byte) (int, Want, error) {
+	if len(buf) == 0 {
+		return 0, Done, nil
+	}
+	var err [errLen]C.char
+	r := C.nsca_write(s.ssl, unsafe.Pointer(&buf[0]), C.int(len(buf)), &err[0], errLen)
+	runtime.KeepAlive(buf)
+	return s.outcome(r, &err, "write")
+}
+
+// Shutdown sends close_notify, without waiting for the peer's.
+func (s *Session) Shutdown() { C.nsca_shutdown(s.ssl) }
+
+// Info describes a session once its handshake has begun.
+type Info struct {
+	// Identity is what the client presented; Known says a key (its own or
+	// "*") was found for it.
+	Identity string
+	Known    bool
+	// Version and Cipher are as OpenSSL names them ("TLSv1.3").
+	Version, Cipher string
+}
+
+// Info reports the session's identity, protocol version and cipher.
+func (s *Session) Info() Info {
+	var out [512]C.char
+	n := C.nsca_describe(s.ssl, &out[0], C.int(len(out)))
+	b := C.GoBytes(unsafe.Pointer(&out[0]), C.int(min(int(n), len(out)-1)))
+	f := bytes.SplitN(b, []byte{0}, 4)
+	for len(f) < 4 {
+		f = append(f, nil)
+	}
+	known, _ := strconv.Atoi(string(f[3]))
+	return Info{Identity: string(f[0]), Version: string(f[1]), Cipher: string(f[2]), Known: known == 1}
+}
+
+// Free releases the session; the socket stays open.
+func (s *Session) Free() {
+	if s.ssl != nil {
+		C.nsca_ssl_free(s.ssl)
+		s.ssl = nil
+	}
+}
+
+// Available reports whether this build can serve TLS-PSK.
+func Available() error { return nil }

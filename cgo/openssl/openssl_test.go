@@ -1,0 +1,177 @@
+//go:build cgo
+
+package openssl
+
+import (
+	"encoding/hex"
+	"errors"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// serveOne accepts one connection on ln and runs the server side over the
+// non-blocking socket as the listener does: handshake, read a line, answer.
+func serveOne(t *testing.T, ctx *Context, ln *net.TCPListener) (Info, string, error) {
+	ln.SetDeadline(time.Now().Add(10 * time.Second))
+	c, err := ln.AcceptTCP()
+	if err != nil {
+		return Info{}, "", err
+	}
+	defer c.Close()
+	f, _ := c.File()
+	defer f.Close()
+	fd := int(f.Fd())
+	unix.SetNonblock(fd, true)
+	s, err := ctx.NewSession(fd)
+	if err != nil {
+		return Info{}, "", err
+	}
+	defer s.Free()
+	deadline := time.Now().Add(10 * time.Second)
+	wait := func(w Want) {
+		ev := int16(unix.POLLIN)
+		if w == WantWrite {
+			ev = unix.POLLOUT
+		}
+		unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: ev}}, 100)
+	}
+	for time.Now().Before(deadline) {
+		w, err := s.Handshake()
+		if err != nil {
+			return s.Info(), "", err
+		}
+		if w == Done {
+			break
+		}
+		wait(w)
+	}
+	buf := make([]byte, 1024)
+	var got []byte
+	for time.Now().Before(deadline) && !strings.Contains(string(got), "\n") {
+		n, w, err := s.Read(buf)
+		if err != nil {
+			return s.Info(), string(got), err
+		}
+		got = append(got, buf[:n]...)
+		if w != Done {
+			wait(w)
+		}
+	}
+	s.Write([]byte("PONG 1\r\n"))
+	s.Shutdown()
+	return s.Info(), string(got), nil
+}
+
+// client runs openssl s_client with identity and key, sending "PING 1".
+func client(t *testing.T, addr, identity, key string, args ...string) *exec.Cmd {
+	t.Helper()
+	a := append([]string{"s_client", "-quiet", "-connect", addr, "-psk_identity", identity, "-psk", hex.EncodeToString([]byte(key))}, args...)
+	cmd := exec.Command("openssl", a...)
+	cmd.Stdin = strings.NewReader("PING 1\r\n")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("openssl s_client: %v", err)
+	}
+	return cmd
+}
+
+func TestPSKHandshakes(t *testing.T) {
+	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}, {"*", []byte("fallback")}}, "PSK-AES256-CBC-SHA:PSK-AES128-CBC-SHA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	cases := []struct {
+		name, identity, key string
+		args                []string
+		version, cipher     string
+		fail                bool
+	}{
+		{"tls1.2 nsca-ng suite", "alice", "secret-alice", []string{"-tls1_2", "-cipher", "PSK-AES256-CBC-SHA"}, "TLSv1.2", "PSK-AES256-CBC-SHA", false},
+		{"tls1.3", "alice", "secret-alice", []string{"-tls1_3"}, "TLSv1.3", "", false},
+		{"fallback key", "bob", "fallback", []string{"-tls1_3"}, "TLSv1.3", "", false},
+		{"wrong key tls1.2", "alice", "wrong", []string{"-tls1_2", "-cipher", "PSK-AES256-CBC-SHA"}, "", "", true},
+		{"wrong key tls1.3", "alice", "wrong", []string{"-tls1_3"}, "", "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			cmd := client(t, ln.Addr().String(), tc.identity, tc.key, tc.args...)
+			info, line, err := serveOne(t, ctx, ln)
+			cmd.Process.Kill()
+			cmd.Wait()
+			if tc.fail {
+				if !errors.Is(err, ErrTLS) {
+					t.Fatalf("handshake with a wrong key: err %v, want ErrTLS", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("serve: %v", err)
+			}
+			if line != "PING 1\r\n" && line != "PING 1\n" {
+				t.Errorf("read %q, want the PING line", line)
+			}
+			if info.Identity != tc.identity || !info.Known || info.Version != tc.version || (tc.cipher != "" && info.Cipher != tc.cipher) {
+				t.Errorf("info %+v, want identity %q known, %s %s", info, tc.identity, tc.version, tc.cipher)
+			}
+		})
+	}
+}
+
+func TestUnknownIdentityWithoutFallback(t *testing.T) {
+	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, "PSK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cmd := client(t, ln.Addr().String(), "mallory", "secret-alice", "-tls1_2", "-cipher", "PSK-AES256-CBC-SHA")
+	info, _, err := serveOne(t, ctx, ln)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !errors.Is(err, ErrTLS) || info.Known || info.Identity != "mallory" {
+		t.Fatalf("unknown identity: err %v, info %+v; want ErrTLS, identity mallory not known", err, info)
+	}
+}
+
+func TestBadCipherList(t *testing.T) {
+	if _, err := NewContext(nil, "NO-SUCH-CIPHER"); !errors.Is(err, ErrContext) {
+		t.Fatalf("err %v, want ErrContext", err)
+	}
+}
+
+// TestEOFDuringHandshake: a client that connects and closes without a
+// word is ErrEOF, not a refused key.
+func TestEOFDuringHandshake(t *testing.T) {
+	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, "PSK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, _, err := serveOne(t, ctx, ln); !errors.Is(err, ErrEOF) || !errors.Is(err, ErrTLS) {
+		t.Fatalf("err %v, want ErrTLS and ErrEOF", err)
+	}
+}

@@ -1,0 +1,906 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/golang/glog"
+	"golang.org/x/sys/unix"
+
+	"nsca_fast/cgo/openssl"
+	"nsca_fast/stages/counters"
+	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/nscang"
+	"nsca_fast/stages/rawsys"
+)
+
+// Errors of the nsca-ng listener.
+var (
+	ErrNG         = errors.New("stages: nsca-ng listener")
+	ErrNGShutdown = errors.New("stages: the server is shutting down")
+)
+
+// DropNGBadCommand counts pushed commands that do not parse (a check
+// result with a field missing, a bad timestamp). A result outside the
+// identity's rights is counted as counters.DropUnauthorized, as a
+// send_nsca client's is. Commands other than check results are not
+// results: they are not counted as received or dropped; the client is
+// told FAIL when one is not written, and a refused one is counted per
+// identity.
+const DropNGBadCommand = "nsca_ng_bad_command"
+
+// NGIdentity is what the nsca-ng listener asks of the identity a client
+// authenticated as.
+type NGIdentity interface {
+	// Allows says whether it may submit cmd: the command without its
+	// timestamp and newline, as nsca-ng's authorization matches it.
+	Allows(cmd string) bool
+	// From says whether it may connect from addr (its networks).
+	From(addr netip.Addr) bool
+	// Label names it in counters: the block's name, "*" for the fallback,
+	// so that clients cannot make up new series.
+	Label() string
+}
+
+// NGIdentities are the identities nsca-ng clients authenticate as.
+type NGIdentities interface {
+	// Keys are the pre-shared keys, "*" for every identity without one.
+	Keys() []openssl.Key
+	// Lookup is the identity named name, or the fallback "*", or nil.
+	Lookup(name string) NGIdentity
+}
+
+// NGConfig are the nsca-ng listener's settings.
+type NGConfig struct {
+	// Listen is the address:port, and Listener the socket NGListen made
+	// there, which StartNG then owns.
+	Listen   string
+	Listener *os.File
+	// Threads is the fixed number of goroutines running the sessions.
+	Threads     int
+	MaxSessions int
+	// HandshakeTimeout bounds the TLS handshake, Timeout idleness after it.
+	HandshakeTimeout, Timeout time.Duration
+	MaxCommandSize            int
+	Ciphers                   string
+	Identities                NGIdentities
+	// Allowed, when not empty, lists the networks that may connect at all
+	// (allowed_hosts); an identity's networks narrow it further.
+	Allowed []netip.Prefix
+	// Commands takes the commands that are not check results; nil: they
+	// are refused.
+	Commands *sink.CommandFile
+	// Grace is how long open sessions may go on after Stop.
+	Grace time.Duration
+	Debug bool
+}
+
+// ngServer is the nsca-ng listener: one accept goroutine, cfg.Threads
+// session goroutines each with an epoll set, and one goroutine writing the
+// commands that are not check results. Sessions hand check results to the
+// validate stage and answer OKAY when it reports them queued for emit.
+type ngServer struct {
+	cfg      NGConfig
+	ctx      *openssl.Context
+	ln       *os.File
+	out      chan<- Packet
+	stats    *counters.Stats
+	log      *counters.RateLog
+	workers  []*ngWorker
+	sessions atomic.Int64
+	nextID   atomic.Uint64
+	commands chan ngCommand
+	stop     chan struct{}
+	// acceptDone is set once no connection will be dealt to a worker.
+	acceptDone atomic.Bool
+}
+
+// ngIDBase keeps the sessions' connection IDs apart from send_nsca's.
+const ngIDBase = 1 << 62
+
+// ngCommand is a command for the command file and the session waiting
+// for its outcome.
+type ngCommand struct {
+	line []byte
+	s    *ngSession
+}
+
+// StartNG serves nsca-ng clients on cfg.Listener (from NGListen, which it
+// owns from then on, even when it fails), sending their check results on
+// out. It stops accepting when stop is closed, gives open sessions
+// cfg.Grace, and calls closed once nothing more will be sent.
+func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed func(), cfg NGConfig, env Env) error {
+	ln := cfg.Listener
+	if err := openssl.Available(); err != nil {
+		ln.Close()
+		return fmt.Errorf("%w: %w", ErrNG, err)
+	}
+	if cfg.Identities == nil {
+		ln.Close()
+		return fmt.Errorf("%w: no identities: nsca_ng_listen needs identities_file", ErrNG)
+	}
+	tlsCtx, err := openssl.NewContext(cfg.Identities.Keys(), cfg.Ciphers)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("%w: %w", ErrNG, err)
+	}
+	s := &ngServer{cfg: cfg, ctx: tlsCtx, ln: ln, out: out, stats: env.Stats, log: env.Log,
+		commands: make(chan ngCommand, 64), stop: stop}
+	for i := 0; i < max(cfg.Threads, 1); i++ {
+		w, err := newNGWorker(s)
+		if err != nil {
+			for _, w := range s.workers {
+				w.close()
+			}
+			s.ln.Close()
+			tlsCtx.Close()
+			return fmt.Errorf("%w: %w", ErrNG, err)
+		}
+		s.workers = append(s.workers, w)
+	}
+	glog.Infof("nsca-ng: listening on %s (%d identities, %d session goroutines)", cfg.Listen, len(cfg.Identities.Keys()), len(s.workers))
+	var wg, cmds sync.WaitGroup
+	run(ctx, &wg, "nsca-ng:accept", func(ctx context.Context) {
+		s.accept(ctx)
+		// At once: the kernel deals new connections to every socket of
+		// the port (a reload's successor listens beside this one), and
+		// would go on putting some in a backlog nobody accepts.
+		s.ln.Close()
+		s.acceptDone.Store(true)
+		for _, w := range s.workers {
+			w.wakeUp()
+		}
+	})
+	for _, w := range s.workers {
+		w.ctx = ctx
+		run(ctx, &wg, "nsca-ng", func(ctx context.Context) { w.loop(ctx) })
+	}
+	run(ctx, &cmds, "nsca-ng:commands", func(ctx context.Context) { s.writeCommands() })
+	go func() {
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		}
+		s.ln.SetDeadline(time.Unix(1, 0))
+		for _, w := range s.workers {
+			w.wakeUp()
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(s.commands)
+		cmds.Wait()
+		for _, w := range s.workers {
+			w.close()
+		}
+		tlsCtx.Close()
+		closed()
+	}()
+	return nil
+}
+
+// NGListen listens on address, with SO_REUSEPORT so that a reload's
+// successor and each worker process listen beside it, as a non-blocking
+// descriptor in Go's poller, which accepts with accept4 as the accept
+// stage does (a net.Listener's raw connection cannot be read). It is done
+// when the server is built, so that a reload's new pipeline listens before
+// the old one stops.
+func NGListen(address string) (*os.File, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return serr
+	}}
+	l, err := lc.Listen(context.Background(), "tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	rc, err := l.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	dup := -1
+	rc.Control(func(fd uintptr) { dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return nil, err
+	}
+	return os.NewFile(uintptr(dup), "nsca-ng listener"), nil
+}
+
+// accept takes connections off the listener and deals them to the
+// workers in turn.
+func (s *ngServer) accept(ctx context.Context) {
+	rc, err := s.ln.SyscallConn()
+	if err != nil {
+		glog.Errorf("nsca-ng: %v", err)
+		return
+	}
+	next := 0
+	for {
+		var fd int
+		var peer netip.AddrPort
+		var aerr error
+		err := rc.Read(func(lfd uintptr) bool {
+			fd, peer, aerr = rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			return aerr != syscall.EAGAIN
+		})
+		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				glog.Errorf("nsca-ng: accept: %v", err)
+				return
+			}
+			// Stopped: what is in the backlog already is served here.
+			rc.Control(func(lfd uintptr) {
+				for {
+					fd, peer, aerr := rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+					switch aerr {
+					case nil:
+						next = s.admit(fd, peer, next)
+					case syscall.EINTR, syscall.ECONNABORTED:
+					default:
+						return
+					}
+				}
+			})
+			return
+		}
+		switch aerr {
+		case nil:
+		case syscall.EINTR, syscall.ECONNABORTED:
+			continue
+		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
+			s.log.Warningf("nsca-ng:accept", "nsca-ng: accept: %v; raise the open files limit or lower nsca_ng_max_sessions", aerr)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		default:
+			glog.Errorf("nsca-ng: accept: %v", aerr)
+			return
+		}
+		next = s.admit(fd, peer, next)
+	}
+}
+
+// admit refuses a new connection or deals it to worker next, and returns
+// the worker after it.
+func (s *ngServer) admit(fd int, peer netip.AddrPort, next int) int {
+	if why := s.refuse(peer); why != "" {
+		s.stats.Refused.Add(1)
+		s.log.Warningf(peer.Addr().String(), "nsca-ng: refused connection from %s: %s", peer, why)
+		unix.Close(fd)
+		return next
+	}
+	s.sessions.Add(1)
+	s.workers[next%len(s.workers)].post(ngEvent{fd: fd, peer: peer})
+	return next + 1
+}
+
+func (s *ngServer) refuse(peer netip.AddrPort) string {
+	if len(s.cfg.Allowed) > 0 && !allowed(s.cfg.Allowed, peer.Addr()) {
+		return "not in allowed_hosts"
+	}
+	if s.sessions.Load() >= int64(s.cfg.MaxSessions) {
+		return fmt.Sprintf("nsca_ng_max_sessions=%d reached", s.cfg.MaxSessions)
+	}
+	return ""
+}
+
+// writeCommands is the command file's writer for commands that are not
+// check results; a session waits for each one's outcome.
+func (s *ngServer) writeCommands() {
+	for c := range s.commands {
+		var err error
+		if err = s.cfg.Commands.WriteCommand(c.line); err != nil {
+			s.log.Warningf("nsca-ng:command_file", "nsca-ng: command from %s not written: %v", c.s.who(), err)
+		}
+		c.s.w.post(ngEvent{s: c.s, ack: true, err: err})
+	}
+}
+
+// ngEvent is what other goroutines tell a worker: a new connection (fd,
+// peer), or the outcome of a session's command (s, ack, err).
+type ngEvent struct {
+	fd   int
+	peer netip.AddrPort
+	s    *ngSession
+	ack  bool
+	err  error
+}
+
+// ngWorker runs its share of the sessions off one epoll set. An eventfd in
+// the set wakes it for events posted from other goroutines.
+type ngWorker struct {
+	srv      *ngServer
+	ctx      context.Context
+	ep       *epollSet
+	wake     int
+	mu       sync.Mutex
+	inbox    []ngEvent
+	spare    []ngEvent
+	sessions map[int]*ngSession
+	buf      []byte
+	stopping bool
+	stopAt   time.Time
+	inflight int  // sessions waiting for an outcome
+	closed   bool // under mu: the eventfd is closed, events are dropped
+}
+
+func newNGWorker(s *ngServer) (*ngWorker, error) {
+	ep, err := newEpollSet()
+	if err != nil {
+		return nil, err
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		ep.close()
+		return nil, err
+	}
+	if err := ep.add(wake); err != nil {
+		unix.Close(wake)
+		ep.close()
+		return nil, err
+	}
+	return &ngWorker{srv: s, ep: ep, wake: wake, sessions: map[int]*ngSession{}, buf: make([]byte, 16<<10)}, nil
+}
+
+// close releases the worker; an outcome posted later (after a teardown)
+// is dropped, and its connection is closed already.
+func (w *ngWorker) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	w.ep.close()
+	unix.Close(w.wake)
+	for _, e := range w.inbox {
+		if !e.ack {
+			unix.Close(e.fd)
+		}
+	}
+	w.inbox = nil
+}
+
+// post hands the worker an event and wakes it; it never blocks.
+func (w *ngWorker) post(e ngEvent) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		if !e.ack {
+			unix.Close(e.fd)
+			w.srv.sessions.Add(-1)
+		}
+		return
+	}
+	w.inbox = append(w.inbox, e)
+	if len(w.inbox) == 1 {
+		w.signal()
+	}
+}
+
+func (w *ngWorker) inboxEmpty() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.inbox) == 0
+}
+
+// wakeUp makes the worker look at its inbox and the stop signal.
+func (w *ngWorker) wakeUp() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.signal()
+	}
+}
+
+// signal writes the eventfd; w.mu is held, so it is open.
+func (w *ngWorker) signal() {
+	one := [8]byte{1}
+	rawsys.Write(w.wake, one[:])
+}
+
+// sweepEvery is how often the worker looks for sessions past a timeout.
+const sweepEvery = time.Second
+
+func (w *ngWorker) loop(ctx context.Context) {
+	events := make([]unix.EpollEvent, 128)
+	lastSweep := time.Now()
+	for {
+		n, err := w.ep.wait(events, sweepEvery)
+		if err != nil {
+			glog.Errorf("nsca-ng: %v", err)
+			return
+		}
+		for _, ev := range events[:n] {
+			fd := int(ev.Fd)
+			if fd == w.wake {
+				var b [8]byte
+				rawsys.Read(w.wake, b[:])
+				continue
+			}
+			if s := w.sessions[fd]; s != nil {
+				s.drained = false
+				s.drive()
+			}
+		}
+		w.drainInbox()
+		if ctx.Err() != nil {
+			w.closeAll()
+			return
+		}
+		now := time.Now()
+		if !w.stopping && w.srvStopped() {
+			w.stopping, w.stopAt = true, now.Add(w.srv.cfg.Grace)
+		}
+		if now.Sub(lastSweep) >= sweepEvery || w.stopping {
+			lastSweep = now
+			w.sweep(now)
+		}
+		if w.stopping && len(w.sessions) == 0 && w.inflight == 0 && w.srv.acceptDone.Load() && w.inboxEmpty() {
+			return
+		}
+	}
+}
+
+func (w *ngWorker) srvStopped() bool {
+	select {
+	case <-w.srv.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *ngWorker) drainInbox() {
+	w.mu.Lock()
+	evs := w.inbox
+	w.inbox = w.spare[:0]
+	w.mu.Unlock()
+	for _, e := range evs {
+		switch {
+		case e.ack:
+			e.s.outcome(e.err)
+		default:
+			w.start(e.fd, e.peer)
+		}
+	}
+	w.spare = evs[:0]
+}
+
+// start begins a session on a new connection.
+func (w *ngWorker) start(fd int, peer netip.AddrPort) {
+	srv := w.srv
+	tls, err := srv.ctx.NewSession(fd)
+	if err == nil {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
+		if err = rawsys.EpollCtl(w.ep.fd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			tls.Free()
+		}
+	}
+	if err != nil {
+		srv.log.Warningf(peer.Addr().String(), "nsca-ng: closing connection from %s: %v", peer, err)
+		unix.Close(fd)
+		srv.sessions.Add(-1)
+		return
+	}
+	now := time.Now()
+	s := &ngSession{w: w, fd: fd, peer: peer, tls: tls, deadline: now.Add(srv.cfg.HandshakeTimeout), lastActive: now}
+	w.sessions[fd] = s
+	s.drive()
+}
+
+// sweep ends the sessions past their handshake or idle timeout, and at a
+// stop those past the grace.
+func (w *ngWorker) sweep(now time.Time) {
+	for _, s := range w.sessions {
+		switch {
+		case s.state == ngHandshake && now.After(s.deadline):
+			w.srv.stats.Incomplete.Add(1)
+			w.srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: closing connection from %s: no TLS handshake within %v", s.peer, w.srv.cfg.HandshakeTimeout)
+			s.end()
+		case s.state == ngWait:
+			// The pipeline has its result: its outcome comes.
+		case s.state == ngDraining:
+			if now.After(s.deadline) {
+				s.end()
+			}
+		case w.stopping && now.After(w.stopAt):
+			s.bail("Server shutting down")
+		case s.state != ngClosing && now.Sub(s.lastActive) > w.srv.cfg.Timeout:
+			w.srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s idle for %v: bailing out", s.who(), w.srv.cfg.Timeout)
+			s.bail(strings.TrimPrefix(nscang.BailTimeout, "BAIL "))
+		case s.state == ngClosing && now.Sub(s.lastActive) > w.srv.cfg.Timeout:
+			s.end()
+		}
+	}
+}
+
+func (w *ngWorker) closeAll() {
+	for _, s := range w.sessions {
+		s.end()
+	}
+}
+
+// ngState is where a session is in the protocol.
+type ngState int
+
+const (
+	ngHandshake ngState = iota
+	ngFirst             // expecting MOIN, PING or BAIL
+	ngReady             // expecting PUSH, NOOP, QUIT or BAIL
+	ngPush              // reading a pushed command
+	ngWait              // a command is with the pipeline or the command file
+	ngClosing           // writing the last reply, then close_notify
+	ngDraining          // close_notify sent: reading to the client's end
+)
+
+// drainFor bounds how long a closed session waits for the client's end.
+// Closing a socket with unread input resets the connection, and the reset
+// can take the client's last reply (OKAY to QUIT, a BAIL) with it.
+const drainFor = 2 * time.Second
+
+// ngSession is one nsca-ng connection; only its worker touches it.
+type ngSession struct {
+	w          *ngWorker
+	fd         int
+	peer       netip.AddrPort
+	tls        *openssl.Session
+	state      ngState
+	name, sid  string
+	identity   NGIdentity
+	conn       *Conn
+	in, out    []byte
+	want       int
+	deadline   time.Time
+	lastActive time.Time
+	writing    bool // EPOLLOUT is polled for
+	// drained: the last read found the socket empty, and no event came
+	// since. Reading again would only cost a system call: with
+	// edge-triggered polling, new input brings an event.
+	drained bool
+	ended   bool
+}
+
+// who names the session in messages as nsca-ng does: identity@address.
+func (s *ngSession) who() string {
+	if s.name == "" {
+		return s.peer.String()
+	}
+	if s.sid != "" {
+		return s.name + "@" + s.peer.String() + " (ID: " + s.sid + ")"
+	}
+	return s.name + "@" + s.peer.String()
+}
+
+// drive moves the session as far as the socket and the pipeline let it.
+func (s *ngSession) drive() {
+	for !s.ended {
+		if len(s.out) > 0 {
+			n, want, err := s.tls.Write(s.out)
+			if err != nil {
+				s.fail(err)
+				return
+			}
+			s.out = s.out[n:]
+			if want != openssl.Done {
+				s.pollWrite(want == openssl.WantWrite)
+				return
+			}
+			continue
+		}
+		s.pollWrite(false)
+		switch s.state {
+		case ngClosing:
+			s.tls.Shutdown()
+			unix.Shutdown(s.fd, unix.SHUT_WR)
+			s.state, s.deadline = ngDraining, time.Now().Add(drainFor)
+			continue
+		case ngDraining:
+			s.drain()
+			return
+		case ngHandshake:
+			want, err := s.tls.Handshake()
+			if err != nil {
+				s.handshakeFailed(err)
+				return
+			}
+			if want != openssl.Done {
+				s.pollWrite(want == openssl.WantWrite)
+				return
+			}
+			if !s.established() {
+				return
+			}
+			continue
+		case ngWait:
+			return
+		}
+		if s.process() {
+			continue
+		}
+		if s.drained {
+			return
+		}
+		room := nscang.MaxLine - len(s.in)
+		if s.state == ngPush {
+			room = s.want - len(s.in)
+		}
+		buf := s.w.buf[:min(len(s.w.buf), max(room, 1))]
+		n, want, err := s.tls.Read(buf)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		if n > 0 {
+			s.in = append(s.in, buf[:n]...)
+			s.lastActive = time.Now()
+			continue
+		}
+		s.drained = want == openssl.WantRead
+		s.pollWrite(want == openssl.WantWrite)
+		return
+	}
+}
+
+// drain reads and discards what the client still sends after the session
+// ended, and closes once it has closed its side.
+func (s *ngSession) drain() {
+	for {
+		n, err := rawsys.Read(s.fd, s.w.buf)
+		switch {
+		case n > 0:
+			continue
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return
+		}
+		s.end()
+		return
+	}
+}
+
+// pollWrite polls the socket for room too while a write waits for it.
+func (s *ngSession) pollWrite(on bool) {
+	if on == s.writing {
+		return
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(s.fd)}
+	if on {
+		ev.Events |= unix.EPOLLOUT
+	}
+	rawsys.EpollCtl(s.w.ep.fd, unix.EPOLL_CTL_MOD, s.fd, &ev)
+	s.writing = on
+}
+
+// established checks the identity the handshake authenticated.
+func (s *ngSession) established() bool {
+	srv := s.w.srv
+	info := s.tls.Info()
+	s.name = info.Identity
+	s.identity = srv.cfg.Identities.Lookup(info.Identity)
+	if s.identity == nil || !s.identity.From(s.peer.Addr().Unmap()) {
+		srv.stats.Refused.Add(1)
+		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refused %s: identity %q may not connect from %s", s.who(), info.Identity, s.peer.Addr())
+		s.tls.Shutdown()
+		s.end()
+		return false
+	}
+	srv.stats.Connections.Add(1)
+	s.conn = &Conn{ID: ngIDBase + srv.nextID.Add(1), Peer: s.peer, fd: -1}
+	s.state = ngFirst
+	s.lastActive = time.Now()
+	if srv.cfg.Debug {
+		glog.Infof("nsca-ng: TLS handshake with %s successful (%s, %s)", s.who(), info.Version, info.Cipher)
+	}
+	return true
+}
+
+func (s *ngSession) handshakeFailed(err error) {
+	srv := s.w.srv
+	if errors.Is(err, openssl.ErrEOF) {
+		// Closed before the handshake was done: a scanner, a probe, a
+		// client that gave up. No key was refused.
+		srv.stats.Incomplete.Add(1)
+		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s closed the connection during the TLS handshake", s.peer)
+		s.end()
+		return
+	}
+	srv.stats.Refused.Add(1)
+	// A key was found for a known identity, so it did not fit.
+	name := ""
+	if info := s.tls.Info(); info.Identity != "" && info.Known {
+		name = fmt.Sprintf(" (identity %q, wrong password?)", info.Identity)
+	} else if info.Identity != "" {
+		name = fmt.Sprintf(" (identity %q, unknown)", info.Identity)
+	}
+	srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: TLS handshake with %s%s failed: %v", s.peer, name, err)
+	s.end()
+}
+
+// fail ends a session whose TLS connection broke or was closed.
+func (s *ngSession) fail(err error) {
+	if errors.Is(err, openssl.ErrClosed) {
+		// Its close_notify is answered with ours, as the client waits for it.
+		s.tls.Shutdown()
+	}
+	if !errors.Is(err, openssl.ErrClosed) {
+		s.w.srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s: %v", s.who(), err)
+	} else if s.state != ngFirst && s.state != ngReady {
+		s.w.srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s closed the TLS connection in the middle of a request", s.who())
+	}
+	s.end()
+}
+
+// end closes the connection and forgets the session.
+func (s *ngSession) end() {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	w := s.w
+	w.ep.remove(s.fd)
+	s.tls.Free()
+	unix.Close(s.fd)
+	delete(w.sessions, s.fd)
+	w.srv.sessions.Add(-1)
+}
+
+func (s *ngSession) reply(line string) {
+	s.out = append(append(s.out, line...), '\r', '\n')
+}
+
+// bail sends BAIL with why and closes the session.
+func (s *ngSession) bail(why string) {
+	s.reply("BAIL " + why)
+	s.state = ngClosing
+	s.drive()
+}
+
+// process handles one request or pushed command from what was read, and
+// reports whether it found a whole one.
+func (s *ngSession) process() bool {
+	if s.state == ngPush {
+		if len(s.in) < s.want {
+			return false
+		}
+		data := s.in[:s.want]
+		s.in = append(s.in[:0], s.in[s.want:]...)
+		s.push(data)
+		return true
+	}
+	i := bytes.IndexByte(s.in, '\n')
+	if i < 0 || i+1 > nscang.MaxLine {
+		if len(s.in) >= nscang.MaxLine {
+			s.w.srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s sent a request line longer than %d bytes", s.who(), nscang.MaxLine)
+			s.bail(strings.TrimPrefix(nscang.BailLineTooLong, "BAIL "))
+			return true
+		}
+		return false
+	}
+	line := strings.TrimSuffix(string(s.in[:i]), "\r")
+	s.in = append(s.in[:0], s.in[i+1:]...)
+	s.request(nscang.ParseRequest(line))
+	return true
+}
+
+func (s *ngSession) request(r nscang.Request) {
+	switch {
+	case r.Verb == nscang.Quit:
+		s.reply(nscang.ReplyOkay)
+		s.state = ngClosing
+	case r.Verb == nscang.Bail:
+		s.w.srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s said: %s", s.who(), r.Line)
+		s.state = ngClosing
+	case s.state == ngFirst && r.Verb == nscang.Moin:
+		if ok, fail := nscang.MoinOK(r); !ok {
+			s.reply(fail)
+			return
+		}
+		s.sid = r.Args[1]
+		s.reply(nscang.ReplyMoin)
+		s.state = ngReady
+	case s.state == ngFirst && r.Verb == nscang.Ping:
+		s.reply(nscang.ReplyPong)
+		s.state = ngClosing
+	case s.state == ngFirst:
+		s.reply(nscang.FailFirst)
+	case r.Verb == nscang.Noop:
+		s.reply(nscang.ReplyOkay)
+	case r.Verb == nscang.Push:
+		n, fail := nscang.PushSize(r, s.w.srv.cfg.MaxCommandSize)
+		if fail != "" {
+			s.reply(fail)
+			return
+		}
+		s.reply(nscang.ReplyOkay)
+		s.state, s.want = ngPush, n
+	default:
+		s.reply(nscang.FailSession)
+	}
+}
+
+// push takes a pushed command: a check result goes to the validate stage,
+// another command to the command file, and the session waits for the
+// outcome before it answers and reads on.
+func (s *ngSession) push(data []byte) {
+	srv := s.w.srv
+	s.state = ngReady
+	cmd, err := nscang.ParseCommand(data)
+	if err != nil || cmd.Result != nil {
+		srv.stats.Received.Add(1)
+	}
+	if err != nil {
+		srv.stats.Dropped(DropNGBadCommand).Add(1)
+		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: %v: %q", s.who(), err, data)
+		s.reply("FAIL " + strings.TrimPrefix(err.Error(), "nscang: "))
+		return
+	}
+	if !s.identity.Allows(cmd.Text) {
+		if cmd.Result != nil {
+			srv.stats.Dropped(counters.DropUnauthorized).Add(1)
+		}
+		srv.stats.IdentityRefused(s.identity.Label()).Add(1)
+		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: not authorized: %s", s.who(), cmd.Text)
+		s.reply(nscang.FailUnauthorized)
+		return
+	}
+	if cmd.Result == nil {
+		if srv.cfg.Commands == nil {
+			srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: no command_file for commands other than check results: %s", s.who(), cmd.Text)
+			s.reply("FAIL No command_file for commands other than check results")
+			return
+		}
+		line := append([]byte(nil), data...)
+		if line[len(line)-1] != '\n' {
+			line = append(line, '\n')
+		}
+		// A writer that is behind makes this wait, as a full pipeline
+		// makes every stage wait.
+		if send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) {
+			s.state = ngWait
+			s.w.inflight++
+		}
+		return
+	}
+	t := cmd.Time
+	if !cmd.HasTime {
+		t = time.Now().Unix()
+	}
+	w := s.w
+	p := Packet{Conn: s.conn, NG: &NGResult{Result: *cmd.Result, Time: t, Ack: func(err error) {
+		w.post(ngEvent{s: s, ack: true, err: err})
+	}}}
+	if send(w.ctx, srv.out, p) {
+		s.state = ngWait
+		w.inflight++
+	}
+}
+
+// outcome answers the command the session waited for.
+func (s *ngSession) outcome(err error) {
+	s.w.inflight--
+	if s.ended {
+		return
+	}
+	s.state = ngReady
+	s.lastActive = time.Now()
+	if err != nil {
+		s.reply("FAIL " + err.Error())
+	} else {
+		s.reply(nscang.ReplyOkay)
+	}
+	s.drive()
+}

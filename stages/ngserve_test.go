@@ -1,0 +1,134 @@
+package stages
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"nsca_fast/cgo/openssl"
+	"nsca_fast/stages/counters"
+)
+
+// anyone is an identity with every right, from anywhere.
+type anyone struct{}
+
+func (anyone) Allows(string) bool   { return true }
+func (anyone) From(netip.Addr) bool { return true }
+func (anyone) Label() string        { return "alice" }
+
+// one is the identities file of the test: alice.
+type one struct{}
+
+func (one) Keys() []openssl.Key {
+	return []openssl.Key{{Identity: "alice", PSK: []byte("alice-secret")}}
+}
+
+func (one) Lookup(name string) NGIdentity {
+	if name != "alice" {
+		return nil
+	}
+	return anyone{}
+}
+
+// TestNGOkayAfterAck: a pushed check result reaches the validate stage's
+// input decoded, and the client hears OKAY only once validate acknowledges
+// it; until then the session reads nothing more.
+func TestNGOkayAfterAck(t *testing.T) {
+	if openssl.Available() != nil {
+		t.Skip("no OpenSSL in this build")
+	}
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl command")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ln, err := NGListen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Packet, 1)
+	stop, closed := make(chan struct{}), make(chan struct{})
+	cfg := NGConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
+		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
+	env := Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
+	if err := StartNG(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command("openssl", "s_client", "-quiet", "-connect", addr, "-psk_identity", "alice",
+		"-psk", hex.EncodeToString([]byte("alice-secret")))
+	in, _ := cmd.StdinPipe()
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	lines := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- strings.TrimSuffix(sc.Text(), "\r")
+		}
+		close(lines)
+	}()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case l := <-lines:
+			if l != want {
+				t.Fatalf("got %q, want %q", l, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %q within 5 s", want)
+		}
+	}
+	command := "[1700000000] PROCESS_SERVICE_CHECK_RESULT;web1;disk;2;full\\nsecond line\n"
+	in.Write([]byte("MOIN 1 unit\r\n"))
+	expect("MOIN 1")
+	in.Write([]byte("PUSH " + strconv.Itoa(len(command)) + "\r\n"))
+	expect("OKAY")
+	in.Write([]byte(command + "NOOP\r\n"))
+	var p Packet
+	select {
+	case p = <-out:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pushed result did not reach the validate stage's input")
+	}
+	if p.NG == nil || p.NG.Time != 1700000000 || p.NG.Result.Host != "web1" || p.NG.Result.Service != "disk" ||
+		p.NG.Result.ReturnCode != 2 || p.NG.Result.Output != "full\nsecond line" {
+		t.Fatalf("packet %+v", p.NG)
+	}
+	select {
+	case l := <-lines:
+		t.Fatalf("the client heard %q before validate acknowledged the result", l)
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.NG.Ack(nil)
+	expect("OKAY") // the result
+	expect("OKAY") // the NOOP, read only after the result's answer
+	in.Write([]byte("QUIT\r\n"))
+	expect("OKAY")
+	close(stop)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not finish after stop")
+	}
+}

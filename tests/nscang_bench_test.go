@@ -1,0 +1,173 @@
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// ngLineCounter plays the core on a FIFO and counts the lines of the
+// legacy clients and of the nsca-ng clients apart.
+type ngLineCounter struct {
+	legacy, ng atomic.Int64
+	f          *os.File
+}
+
+func ngCountLines(t testing.TB, fifo string) *ngLineCounter {
+	c := &ngLineCounter{f: openRDWR(t, fifo)}
+	go func() {
+		sc := bufio.NewScanner(c.f)
+		for sc.Scan() {
+			switch l := sc.Text(); {
+			case strings.Contains(l, ";legacy"):
+				c.legacy.Add(1)
+			case strings.Contains(l, ";nsca-ng"):
+				c.ng.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() { c.f.Close() })
+	return c
+}
+
+// ngLoad runs n loops of a client command until stop is closed; each run
+// sends one session or connection of results.
+func ngLoad(n int, stop chan struct{}, wg *sync.WaitGroup, once func() error) {
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				once()
+			}
+		}()
+	}
+}
+
+// cpuOf is utime+stime of pid.
+func cpuOf(t testing.TB, pid int) time.Duration {
+	f, err := procStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// procStat's fields start after the command: utime and stime are
+	// fields 14 and 15 of /proc/PID/stat, 12 and 13 here.
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * time.Second / 100
+}
+
+// TestNscaNGBench measures, on one machine and the same client load: the
+// legacy port's throughput alone and while nsca-ng clients load the
+// nsca-ng port (the ratio), and results per second and server CPU per
+// result for nsca-ng clients, ours against nsca-ng's server. It prints
+// figures for BENCHMARKS.md; it asserts nothing timed but a generous
+// sanity bound. NSCA_NG_BENCH=1 runs it (NSCA_NG_BENCH_SECONDS, default 10,
+// is each phase's length; NSCA_NG_BENCH_CLIENTS, default 2, how many
+// nsca-ng clients run at once, each one session of 100 results after the
+// other).
+func TestNscaNGBench(t *testing.T) {
+	if os.Getenv("NSCA_NG_BENCH") == "" {
+		t.Skip("a benchmark: NSCA_NG_BENCH=1 runs it")
+	}
+	phase := 10 * time.Second
+	if s, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_SECONDS")); err == nil && s > 0 {
+		phase = time.Duration(s) * time.Second
+	}
+	progs := ngExtract(t, true)
+	dir := t.TempDir()
+	fifo := makeFIFO(t, dir)
+	lines := ngCountLines(t, fifo)
+	ids := filepath.Join(dir, "nsca-ng.cfg")
+	theirPort := freePort(t)
+	writeFile(t, ids, fmt.Sprintf(`command_file = "%s"
+listen = "127.0.0.1:%d"
+authorize "bench" {
+	password = "bench-secret"
+	services = ".*"
+	hosts = ".*"
+}
+`, fifo, theirPort), 0o600)
+	d, ngPort, _ := ngStartDaemon(t, dir, fifo, ids, nil)
+
+	const perRun, legacyLoops = 100, 2
+	ngLoops := 2
+	if n, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_CLIENTS")); err == nil && n > 0 {
+		ngLoops = n
+	}
+	legacyInput := strings.Repeat("legacy\tsvc\t0\tlegacy load\n", perRun)
+	ngInput := strings.Repeat("nsca-ng\tsvc\t0\tnsca-ng load\x17", perRun)
+	legacyOnce := func() error {
+		_, err := Client{Password: "legacy-secret", Method: 1}.run(t, d.Port, legacyInput)
+		return err
+	}
+	ngOnce := func(port int) func() error {
+		return func() error {
+			_, err := ngClient{bin: progs.client, identity: "bench", password: "bench-secret", port: port}.run(t, ngInput)
+			return err
+		}
+	}
+	// measure runs the loads for one phase and returns the lines of each
+	// kind per second and the CPU pid used per nsca-ng line.
+	measure := func(legacy bool, ngPort, pid int) (legacyRate, ngRate float64, cpuPerNG time.Duration) {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		if legacy {
+			ngLoad(legacyLoops, stop, &wg, legacyOnce)
+		}
+		if ngPort != 0 {
+			ngLoad(ngLoops, stop, &wg, ngOnce(ngPort))
+		}
+		time.Sleep(phase / 5) // warm up
+		l0, n0, c0, t0 := lines.legacy.Load(), lines.ng.Load(), cpuOf(t, pid), time.Now()
+		time.Sleep(phase)
+		l1, n1, c1, el := lines.legacy.Load(), lines.ng.Load(), cpuOf(t, pid), time.Since(t0)
+		close(stop)
+		wg.Wait()
+		legacyRate, ngRate = float64(l1-l0)/el.Seconds(), float64(n1-n0)/el.Seconds()
+		if n1 > n0 {
+			cpuPerNG = (c1 - c0) / time.Duration(n1-n0)
+		}
+		return
+	}
+	// nsca-ng's server runs throughout, on the same FIFO, so that the same
+	// nsca-ng client load can be pointed at either server while the legacy
+	// clients run: the clients' own CPU then weighs the same in both.
+	their := ngServer(t, progs.server, ids, theirPort)
+	pid, theirPID := d.Pid(), their.cmd.Process.Pid
+	alone, _, _ := measure(true, 0, pid)
+	besideOurs, ngOurs, _ := measure(true, ngPort, pid)
+	besideTheirs, ngTheirs, _ := measure(true, theirPort, pid)
+	alone2, _, _ := measure(true, 0, pid)
+	_, ours, oursCPU := measure(false, ngPort, pid)
+	_, theirs, theirCPU := measure(false, theirPort, theirPID)
+	their.terminate(5 * time.Second)
+	d.Stop()
+
+	base := (alone + alone2) / 2
+	t.Logf("legacy send_nsca, %d loops of %d checks per connection: alone %.0f/s and %.0f/s; beside %d nsca-ng clients on our port %.0f/s (ratio %.2f; nsca-ng %.0f/s), beside the same load on nsca-ng-server's port %.0f/s (ratio %.2f; nsca-ng %.0f/s); ours/theirs %.2f",
+		legacyLoops, perRun, alone, alone2, ngLoops, besideOurs, besideOurs/base, ngOurs, besideTheirs, besideTheirs/base, ngTheirs, besideOurs/besideTheirs)
+	t.Logf("nsca-ng clients alone, %d loops of %d results per session: nsca_fast %.0f results/s, %v CPU per result; nsca-ng-server %.0f results/s, %v CPU per result",
+		ngLoops, perRun, ours, oursCPU, theirs, theirCPU)
+	beside := besideOurs
+	if base == 0 || ours == 0 || theirs == 0 {
+		t.Fatalf("a phase delivered nothing")
+	}
+	// A sanity bound only: this machine is shared, and the clients run on
+	// the same two cores as the servers.
+	if beside/base < 0.2 {
+		t.Errorf("legacy throughput fell to %.0f%% of its own beside nsca-ng clients", 100*beside/base)
+	}
+}
