@@ -90,10 +90,11 @@ type workerProc struct {
 	status    chan struct{} // closed when the status pipe reached EOF
 	exited    chan struct{} // closed after the process and its status pipe ended
 
-	mu    sync.Mutex
-	board *board.Board // where it publishes its counters; nil once retired
-	last  counters.Snapshot
-	piped bool // last came through the status pipe, which then has the newest
+	mu      sync.Mutex
+	board   *board.Board // where it publishes its counters; nil once retired
+	clients *clientsLink // where it hands over its table of sources
+	last    counters.Snapshot
+	piped   bool // last came through the status pipe, which then has the newest
 }
 
 // snapshot is the worker's latest counters.
@@ -135,6 +136,7 @@ func (p *workerProc) replace() {
 // final is the exited worker's last counters, kept once its board is
 // unmapped.
 func (p *workerProc) final() counters.Snapshot {
+	p.clients.close()
 	s := p.snapshot()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -155,7 +157,7 @@ func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
+	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, clients: newClientsLink(link.Clients), ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
 		p.readStatus(link.Status)
 		close(p.status)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"nsca_fast/src/proc/board"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // fakeWorker is a worker process as the supervisor sees it, played by the
@@ -23,7 +25,8 @@ import (
 type fakeWorker struct {
 	slot, gen, listener, pid int
 	status                   *io.PipeWriter
-	board                    *board.Board // its end of the board, when the spawner makes boards
+	board                    *board.Board       // its end of the board, when the spawner makes boards
+	table                    *diagnose.Registry // its sources, when the spawner makes tables
 	exit                     chan Exit
 	// drainTerms is how many SIGTERMs it takes to end: 1 drains at once, 2
 	// models a drain that only an abort (the second SIGTERM) ends.
@@ -99,6 +102,7 @@ type fakeSpawner struct {
 	drainTerms int
 	notReady   bool // new workers never say "ready"
 	boards     bool // give each worker a board, as ExecSpawner does
+	tables     bool // give each worker a table of sources it hands over, as workers do
 }
 
 func (f *fakeSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
@@ -106,9 +110,15 @@ func (f *fakeSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 	f.mu.Lock()
 	fw := &fakeWorker{slot: slot, gen: gen, listener: listener, pid: 1000 + len(f.workers), status: w, exit: make(chan Exit, 1), drainTerms: max(f.drainTerms, 1)}
 	f.workers = append(f.workers, fw)
-	notReady, boards := f.notReady, f.boards
+	notReady, boards, tables := f.notReady, f.boards, f.tables
 	f.mu.Unlock()
 	link := Link{Status: r}
+	if tables {
+		var worker net.Conn
+		link.Clients, worker = net.Pipe()
+		fw.table = diagnose.NewRegistry()
+		go serveClients(worker, fw.table)
+	}
 	if boards {
 		b, fd, err := board.Create("fake-worker")
 		if err != nil {
