@@ -188,10 +188,9 @@ func dialFrom(addr, local string) (net.Conn, []byte, error) {
 }
 
 // garbageFlood opens floodRate connections a second from sources addresses
-// until stop, each
-// sending a packet of random bytes after the init packet (read first, so
-// that the close is a FIN, not a reset that could lose the packet), and
-// counts them in n.
+// until stop, each sending a packet of random bytes after the init packet
+// (read first, so that the close is a FIN, not a reset that could lose
+// the packet), and counts them in n.
 func garbageFlood(addr string, sources int, n *atomic.Int64, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second / floodRate)
 	defer tick.Stop()
