@@ -537,7 +537,8 @@ func TestPasswordFileReload(t *testing.T) {
 // them merged. Every source opens enough connections (each from a port of
 // its own, which SO_REUSEPORT spreads over both workers) that both serve
 // some; the page counts all of them, with each source's diagnosis, and
-// the good client's secret and method.
+// the good client's secret and method, and goes on listing them after a
+// reload replaced both workers.
 func TestClientsAcrossWorkers(t *testing.T) {
 	metrics := identMetrics(t)
 	const password = "workers-secret"
@@ -599,5 +600,26 @@ func TestClientsAcrossWorkers(t *testing.T) {
 	}
 	if len(pids) < 2 {
 		t.Errorf("diagnosis lines from %d worker(s), want both: the connections did not reach both workers\n%s", len(pids), d.Stderr())
+	}
+	// A reload replaces both workers; their sources stay listed, and a
+	// source the new workers serve adds to its count.
+	d.Signal(syscall.SIGHUP)
+	if !waitFor(15*time.Second, func() bool { return strings.Count(d.Stderr(), ", replaced by a reload, finished") == 2 }) {
+		t.Fatalf("the old workers did not finish after SIGHUP:\n%s", d.Stderr())
+	}
+	r := dialRaw(t, d.Port, "127.0.0.5")
+	r.write(t, r.packet(4304, r.ts, 0, "h", "svc", "after-reload", 1, password), 0)
+	r.c.Close()
+	delete(want, "127.0.0.5\t12\t0\tpassword/1\t1\t")
+	want["127.0.0.5\t13\t0\tpassword/1\t1\t"] = "-"
+	waitFor(10*time.Second, func() bool {
+		page = identGet(t, "http://"+metrics+"/clients")
+		return len(lines(page)) == len(want)
+	})
+	got = lines(page)
+	for head, last := range want {
+		if !got[head] {
+			t.Errorf("after the reload, /clients has no line %q...%q:\n%s", head, last, page)
+		}
 	}
 }

@@ -2,12 +2,15 @@ package proc
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +22,8 @@ import (
 // sources holds (see diagnose.Registry). Each worker keeps its table, and
 // the supervisor asks for them when the page is asked for, over a socket
 // pair per worker: one request line, answered by the table as one line of
-// JSON. Nothing is sent while nobody looks, so the workers' hot path and
+// JSON; a worker's last table, sent as its drain ends, is kept once it
+// is gone. Nothing is sent while nobody looks, so the workers' hot path and
 // their idle wake-ups stay as they are, and a table of 10,000 sources
 // (about 1.5 MB of JSON) has no record size to fit, as it would on a
 // board.
@@ -27,80 +31,159 @@ import (
 // clientsRequest is the line by which the supervisor asks for a table.
 const clientsRequest = "clients\n"
 
-// clientsTimeout bounds how long the page waits for a worker's table.
-const clientsTimeout = 5 * time.Second
+// finalPrefix starts the line of a worker's last table, which it sends
+// unasked once its drain has ended, so that the sources it served stay on
+// the page after a reload replaced it.
+const finalPrefix = "final "
+
+// clientsTimeout bounds how long the page waits for a worker's table, and
+// lastWordsTimeout how long an exited worker's last table may take to be
+// read.
+const (
+	clientsTimeout   = 5 * time.Second
+	lastWordsTimeout = 2 * time.Second
+)
 
 // ErrNoTable is returned for a worker whose table cannot be asked for.
 var ErrNoTable = errors.New("proc: no table of sources")
 
-// serveClients answers the supervisor's requests on conn with table's
-// sources until conn is closed.
-func serveClients(conn net.Conn, table *diagnose.Registry) {
-	defer conn.Close()
-	sc := bufio.NewScanner(conn)
-	enc := json.NewEncoder(conn)
+// tableServer is a worker's end of its socket pair.
+type tableServer struct {
+	mu    sync.Mutex // one table at a time on the socket
+	conn  net.Conn
+	table *diagnose.Registry
+}
+
+// serve answers the supervisor's requests with the table until the
+// socket is closed.
+func (t *tableServer) serve() {
+	sc := bufio.NewScanner(t.conn)
 	for sc.Scan() {
-		if enc.Encode(table.Sources()) != nil {
+		if t.send("") != nil {
 			return
 		}
 	}
 }
 
-// clientsLink is the supervisor's end of one worker's socket pair.
+// handOver sends the table one last time, unasked, as the worker ends.
+func (t *tableServer) handOver() { t.send(finalPrefix) }
+
+func (t *tableServer) send(prefix string) error {
+	b, err := json.Marshal(t.table.Sources())
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A supervisor that stopped reading must not keep a worker from ending.
+	t.conn.SetWriteDeadline(time.Now().Add(clientsTimeout))
+	_, err = t.conn.Write(append(append([]byte(prefix), b...), '\n'))
+	return err
+}
+
+// clientsLink is the supervisor's end of one worker's socket pair. Its
+// reader reads every line the worker sends, so that neither a late answer
+// nor the last table blocks the worker, and hands answers to the query
+// waiting for one (an answer nobody waits for is dropped).
 type clientsLink struct {
-	mu   sync.Mutex
-	conn net.Conn // nil once closed
-	r    *bufio.Reader
+	mu      sync.Mutex // one query at a time
+	conn    net.Conn   // nil: the worker has no table to ask for
+	answers chan []diagnose.Source
+	done    chan struct{} // closed when the worker's end is closed
+	final   atomic.Pointer[[]diagnose.Source]
 }
 
 func newClientsLink(conn net.Conn) *clientsLink {
+	l := &clientsLink{conn: conn, answers: make(chan []diagnose.Source, 1), done: make(chan struct{})}
 	if conn == nil {
-		return &clientsLink{}
+		close(l.done)
+		return l
 	}
-	return &clientsLink{conn: conn, r: bufio.NewReader(conn)}
+	go l.read()
+	return l
 }
 
-// query asks for the worker's table. A worker that does not answer in
-// time is not asked again: its answer may still come and would be read as
-// the next one's.
+func (l *clientsLink) read() {
+	defer close(l.done)
+	r := bufio.NewReader(l.conn)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		final := bytes.HasPrefix(line, []byte(finalPrefix))
+		var table []diagnose.Source
+		if json.Unmarshal(bytes.TrimPrefix(line, []byte(finalPrefix)), &table) != nil {
+			continue
+		}
+		if final {
+			l.final.Store(&table)
+			continue
+		}
+		select {
+		case l.answers <- table:
+		default:
+		}
+	}
+}
+
+// query asks for the worker's table; a worker that has handed over its
+// last one answers with that.
 func (l *clientsLink) query(timeout time.Duration) ([]diagnose.Source, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn == nil {
 		return nil, ErrNoTable
 	}
-	l.conn.SetDeadline(time.Now().Add(timeout))
-	var line []byte
-	_, err := l.conn.Write([]byte(clientsRequest))
-	if err == nil {
-		line, err = l.r.ReadBytes('\n')
+	select {
+	case <-l.answers: // a late answer to a query that gave up
+	default:
 	}
-	var table []diagnose.Source
-	if err == nil {
-		err = json.Unmarshal(line, &table)
-	}
-	if err != nil {
-		l.closeLocked()
+	l.conn.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := l.conn.Write([]byte(clientsRequest)); err != nil {
+		if t := l.final.Load(); t != nil {
+			return *t, nil
+		}
 		return nil, fmt.Errorf("%w: %w", ErrNoTable, err)
 	}
-	return table, nil
+	select {
+	case t := <-l.answers:
+		return t, nil
+	case <-l.done:
+		if t := l.final.Load(); t != nil {
+			return *t, nil
+		}
+		return nil, fmt.Errorf("%w: the worker closed its socket", ErrNoTable)
+	case <-time.After(timeout):
+		return nil, fmt.Errorf("%w: no answer within %v", ErrNoTable, timeout)
+	}
+}
+
+// lastWords is the table an exited worker handed over (nil if none),
+// once its end of the socket is closed (the process's exit closes it).
+func (l *clientsLink) lastWords(timeout time.Duration) []diagnose.Source {
+	select {
+	case <-l.done:
+	case <-time.After(timeout):
+	}
+	if t := l.final.Load(); t != nil {
+		return *t
+	}
+	return nil
 }
 
 func (l *clientsLink) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.closeLocked()
-}
-
-func (l *clientsLink) closeLocked() {
 	if l.conn != nil {
 		l.conn.Close()
-		l.conn, l.r = nil, nil
+		l.conn = nil
 	}
 }
 
-// Clients is every running worker's table of sources merged into one of
-// at most diagnose.DefaultMaxSources, with a note for each worker whose
+// Clients is every running worker's table of sources, and the last ones
+// of the workers that ended, merged into one of at most
+// diagnose.DefaultMaxSources, with a note for each running worker whose
 // table is missing from it. The workers are asked at once, not one after
 // the other.
 func (s *Supervisor) Clients() ([]diagnose.Source, []string) {
@@ -110,7 +193,7 @@ func (s *Supervisor) Clients() ([]diagnose.Source, []string) {
 		procs = append(procs, p)
 	}
 	s.mu.Unlock()
-	tables := make([][]diagnose.Source, len(procs))
+	tables := make([][]diagnose.Source, len(procs), len(procs)+1)
 	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
@@ -127,7 +210,23 @@ func (s *Supervisor) Clients() ([]diagnose.Source, []string) {
 			notes = append(notes, fmt.Sprintf("worker %d (pid %d) is missing: %v", procs[i].slot, procs[i].proc.Pid(), err))
 		}
 	}
+	s.mu.Lock()
+	tables = append(tables, s.retiredSources)
+	s.mu.Unlock()
 	return diagnose.Merge(diagnose.DefaultMaxSources, tables...), notes
+}
+
+// keepSources keeps the last table of a worker that ended in the page's
+// list: a reload replaces every worker, and its sources must not vanish
+// with them. What was seen over an hour ago goes.
+func (s *Supervisor) keepSources(table []diagnose.Source) {
+	if len(table) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := diagnose.Merge(diagnose.DefaultMaxSources, s.retiredSources, table)
+	s.retiredSources = slices.DeleteFunc(kept, func(src diagnose.Source) bool { return time.Since(src.LastSeen) > time.Hour })
 }
 
 // clientsPair makes the socket pair of a worker's table: the supervisor's

@@ -15,6 +15,7 @@ import (
 
 	"nsca_fast/src/proc/board"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // ErrSpawn wraps failures to start a worker process.
@@ -55,6 +56,9 @@ type Supervisor struct {
 	now      func() time.Time // the clock back-off is measured on; nil is time.Now
 	events   chan func()
 	retiring *retirement // sockets a reload no longer needs, not yet closed
+	// retiredSources is the last tables of sources of the workers that
+	// ended, merged; under mu.
+	retiredSources []diagnose.Source
 }
 
 // retirement is listening sockets that a reload no longer needs: new
@@ -353,6 +357,7 @@ func (s *Supervisor) retire(p *workerProc) bool {
 	s.mu.Lock()
 	delete(s.procs, p)
 	s.mu.Unlock()
+	s.keepSources(p.clients.lastWords(lastWordsTimeout))
 	return s.totals.Retire(p, p.final())
 }
 

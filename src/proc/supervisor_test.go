@@ -27,6 +27,7 @@ type fakeWorker struct {
 	status                   *io.PipeWriter
 	board                    *board.Board       // its end of the board, when the spawner makes boards
 	table                    *diagnose.Registry // its sources, when the spawner makes tables
+	tables                   *tableServer       // its end of the table's socket
 	exit                     chan Exit
 	// drainTerms is how many SIGTERMs it takes to end: 1 drains at once, 2
 	// models a drain that only an abort (the second SIGTERM) ends.
@@ -78,6 +79,9 @@ func (w *fakeWorker) endLocked(e Exit) {
 	}
 	w.ended = true
 	w.status.Close()
+	if w.tables != nil {
+		w.tables.conn.Close() // as the process's exit closes it
+	}
 	w.exit <- e
 }
 
@@ -117,7 +121,8 @@ func (f *fakeSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 		var worker net.Conn
 		link.Clients, worker = net.Pipe()
 		fw.table = diagnose.NewRegistry()
-		go serveClients(worker, fw.table)
+		fw.tables = &tableServer{conn: worker, table: fw.table}
+		go fw.tables.serve()
 	}
 	if boards {
 		b, fd, err := board.Create("fake-worker")

@@ -40,6 +40,7 @@ type Worker struct {
 	status   *os.File
 	board    *board.Board // nil: counters go through the status pipe
 	clients  net.Conn     // nil: its sources are missing from the supervisor's /clients
+	tables   *tableServer // serves the table on clients, once ServeClients ran
 	reported chan struct{}
 }
 
@@ -83,7 +84,16 @@ func (w *Worker) Listener() int { return workerListenerFD }
 // asked for, until the process ends.
 func (w *Worker) ServeClients(table *diagnose.Registry) {
 	if w.clients != nil {
-		go serveClients(w.clients, table)
+		w.tables = &tableServer{conn: w.clients, table: table}
+		go w.tables.serve()
+	}
+}
+
+// HandOverClients sends the table to the supervisor one last time, as the
+// worker ends, for the supervisor's /clients to keep listing its sources.
+func (w *Worker) HandOverClients() {
+	if w.tables != nil {
+		w.tables.handOver()
 	}
 }
 

@@ -69,6 +69,7 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	err = srv.Run()
 	close(stop)
 	<-w.Reported()
+	w.HandOverClients()
 	if err != nil {
 		glog.Errorf("worker %d: %v", w.Slot, err)
 		return 1
