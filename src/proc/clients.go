@@ -99,13 +99,13 @@ func newClientsLink(conn net.Conn) *clientsLink {
 		close(l.done)
 		return l
 	}
-	go l.read()
+	go l.read(conn)
 	return l
 }
 
-func (l *clientsLink) read() {
+func (l *clientsLink) read(conn net.Conn) {
 	defer close(l.done)
-	r := bufio.NewReader(l.conn)
+	r := bufio.NewReader(conn)
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
