@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,15 +217,14 @@ func (s *Supervisor) Clients() ([]diagnose.Source, []string) {
 
 // keepSources keeps the last table of a worker that ended in the page's
 // list: a reload replaces every worker, and its sources must not vanish
-// with them. What was seen over an hour ago goes.
+// with them.
 func (s *Supervisor) keepSources(table []diagnose.Source) {
 	if len(table) == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	kept := diagnose.Merge(diagnose.DefaultMaxSources, s.retiredSources, table)
-	s.retiredSources = slices.DeleteFunc(kept, func(src diagnose.Source) bool { return time.Since(src.LastSeen) > time.Hour })
+	s.retiredSources = diagnose.Merge(diagnose.DefaultMaxSources, s.retiredSources, table)
 }
 
 // clientsPair makes the socket pair of a worker's table: the supervisor's

@@ -183,7 +183,8 @@ func TestBudget(t *testing.T) {
 }
 
 // Merge keeps the limit most recently seen sources of all tables, a
-// source that several tables hold counted once with their counts summed.
+// source that several tables hold counted once with their counts summed,
+// and drops those not seen for an hour.
 func TestMergeBoundsToMostRecent(t *testing.T) {
 	base := time.Now()
 	var a, b []Source
@@ -192,7 +193,11 @@ func TestMergeBoundsToMostRecent(t *testing.T) {
 		a = append(a, Source{Addr: addr, Connections: 1, LastSeen: base.Add(time.Duration(i) * time.Second)})
 		b = append(b, Source{Addr: addr, Connections: 2, LastSeen: base.Add(time.Duration(i) * time.Second)})
 	}
-	got := Merge(4, a, b)
+	old := Source{Addr: netip.MustParseAddr("10.1.0.1"), Connections: 1, LastSeen: base.Add(-2 * time.Hour)}
+	got := Merge(4, a, b, []Source{old})
+	if n := len(Merge(0, []Source{old})); n != 0 {
+		t.Errorf("a source last seen two hours ago is kept (%d sources)", n)
+	}
 	if len(got) != 4 {
 		t.Fatalf("%d sources, want 4", len(got))
 	}

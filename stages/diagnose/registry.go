@@ -178,8 +178,8 @@ func Handler(list func() (sources []Source, notes []string)) http.Handler {
 // into one, as one process's table would read: a source that several saw
 // has the sum of their counts, the last error of the one that erred last
 // and the secret and method of the one that last decrypted its packets.
-// It keeps the limit most recently seen sources (0: DefaultMaxSources),
-// most recent first.
+// It keeps the limit most recently seen sources (0: DefaultMaxSources)
+// seen in the last hour, most recent first.
 func Merge(limit int, tables ...[]Source) []Source {
 	if limit <= 0 {
 		limit = DefaultMaxSources
@@ -211,8 +211,11 @@ func Merge(limit int, tables ...[]Source) []Source {
 		}
 	}
 	out := make([]Source, 0, len(merged))
+	now := time.Now()
 	for _, m := range merged {
-		out = append(out, *m)
+		if now.Sub(m.LastSeen) <= sourceTTL {
+			out = append(out, *m)
+		}
 	}
 	slices.SortFunc(out, func(a, b Source) int { return b.LastSeen.Compare(a.LastSeen) })
 	return out[:min(len(out), limit)]
