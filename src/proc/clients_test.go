@@ -104,3 +104,31 @@ func get(t *testing.T, s *Supervisor) string {
 	diagnose.Handler(s.Clients).ServeHTTP(rec, httptest.NewRequest("GET", "/clients", nil))
 	return rec.Body.String()
 }
+
+// BenchmarkClientsQuery: one /clients request's round trip to a worker
+// holding a full table (10,000 sources, each with a last error), over a
+// real socket pair: the worker's encoding and the supervisor's decoding.
+func BenchmarkClientsQuery(b *testing.B) {
+	table := diagnose.NewRegistry()
+	for i := range diagnose.DefaultMaxSources {
+		addr := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		table.Failed(addr, "diagnosis: sends packets that no known password decrypts with any method: it uses a password this server does not know")
+	}
+	conn, fd, err := clientsPair()
+	if err != nil {
+		b.Fatal(err)
+	}
+	worker, err := fileConn(fd, "worker")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go (&tableServer{conn: worker, table: table}).serve()
+	l := newClientsLink(conn)
+	defer l.close()
+	b.ResetTimer()
+	for range b.N {
+		if t, err := l.query(clientsTimeout); err != nil || len(t) != diagnose.DefaultMaxSources {
+			b.Fatalf("%d sources, %v", len(t), err)
+		}
+	}
+}
