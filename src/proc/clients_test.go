@@ -3,9 +3,7 @@ package proc
 import (
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,19 +51,17 @@ func TestSupervisorClientsMergesWorkers(t *testing.T) {
 
 // The sources of a worker that a reload replaced stay listed: it hands
 // over its last table as it ends, and the supervisor keeps it beside the
-// new workers' tables; a source both served is counted once, summed.
+// new workers' tables; a source both served is counted once, summed. The
+// stop, which retires the workers it finds a second time, counts each
+// table once.
 func TestSupervisorClientsKeepsReplacedWorkers(t *testing.T) {
-	f := &fakeSpawner{tables: true, drainTerms: 2} // the first worker drains until the test ends it
-	s, sigs, _ := startSupervisor(t, f, 1, sameN(1))
+	f := &fakeSpawner{tables: true}
+	s, sigs, served := startSupervisor(t, f, 1, sameN(1))
 	old := f.all()[0]
 	a := netip.MustParseAddr("127.0.0.2")
 	old.table.Failed(a, "bad crc32")
 	old.table.Failed(netip.MustParseAddr("127.0.0.3"), "bad crc32")
-	f.set(func(f *fakeSpawner) { f.drainTerms = 1 })
 	sigs <- syscall.SIGHUP
-	waitUntil(t, "the old worker is replaced", func() bool { return slices.Contains(old.got(), os.Signal(ReplaceSignal)) })
-	old.tables.handOver()
-	old.crash()
 	waitUntil(t, "the old worker is gone", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -75,6 +71,11 @@ func TestSupervisorClientsKeepsReplacedWorkers(t *testing.T) {
 	page := get(t, s)
 	if !strings.Contains(page, "127.0.0.2\t2\t2\t") || !strings.Contains(page, "127.0.0.3\t1\t1\t") {
 		t.Errorf("/clients after a reload lacks the replaced worker's sources:\n%s", page)
+	}
+	sigs <- syscall.SIGTERM
+	<-served
+	if page := get(t, s); !strings.Contains(page, "127.0.0.2\t2\t2\t") || !strings.Contains(page, "127.0.0.3\t1\t1\t") {
+		t.Errorf("/clients after the stop counts a table twice or lost one:\n%s", page)
 	}
 }
 

@@ -352,13 +352,18 @@ func (s *Supervisor) clock() time.Time {
 	return time.Now()
 }
 
-// retire moves an exited worker's counters into the totals, once.
+// retire moves an exited worker's counters into the totals, and its last
+// table of sources into the supervisor's, once.
 func (s *Supervisor) retire(p *workerProc) bool {
 	s.mu.Lock()
 	delete(s.procs, p)
 	s.mu.Unlock()
-	s.keepSources(p.clients.lastWords(lastWordsTimeout))
-	return s.totals.Retire(p, p.final())
+	table := p.clients.lastWords(lastWordsTimeout) // before final closes the socket
+	if !s.totals.Retire(p, p.final()) {
+		return false
+	}
+	s.keepSources(table)
+	return true
 }
 
 // Reload starts a new generation of n workers (which read the configuration

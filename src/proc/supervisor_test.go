@@ -80,6 +80,9 @@ func (w *fakeWorker) endLocked(e Exit) {
 	w.ended = true
 	w.status.Close()
 	if w.tables != nil {
+		if e.Signal == 0 {
+			w.tables.handOver() // as a worker does once it has drained
+		}
 		w.tables.conn.Close() // as the process's exit closes it
 	}
 	w.exit <- e
