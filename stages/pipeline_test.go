@@ -43,7 +43,7 @@ const testPassword = "s3cret pass " // trailing blank is part of it, as in nsca.
 // testServer is a running pipeline on a real listening socket, writing to a
 // regular command file.
 type testServer struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *Server
 	lfd     int // the listening socket, owned by the caller of New
 	addr    string
@@ -55,7 +55,7 @@ type testServer struct {
 	snap    counters.Snapshot
 }
 
-func startServer(t *testing.T, mutate func(*conf.Config)) *testServer {
+func startServer(t testing.TB, mutate func(*conf.Config)) *testServer {
 	t.Helper()
 	lfd, err := proc.Listen("127.0.0.1", 0, false)
 	if err != nil {

@@ -531,3 +531,95 @@ func TestPasswordFileReload(t *testing.T) {
 		"PROCESS_SERVICE_CHECK_RESULT;h;svc;0;new after",
 	})
 }
+
+// TestClientsAcrossWorkers: with nsca_workers=2 each worker keeps the
+// table of the sources it served, and the supervisor's /clients lists
+// them merged. Every source opens enough connections (each from a port of
+// its own, which SO_REUSEPORT spreads over both workers) that both serve
+// some; the page counts all of them, with each source's diagnosis, and
+// the good client's secret and method, and goes on listing them after a
+// reload replaced both workers.
+func TestClientsAcrossWorkers(t *testing.T) {
+	metrics := identMetrics(t)
+	const password = "workers-secret"
+	d := startDaemon(t, Config{"command_file": commandFile(t, t.TempDir()), "append_to_file": "1", "password": password,
+		"decryption_method": "1,14", "payload_length": "4096", "metrics_address": metrics, "nsca_workers": "2"})
+	const each = 12
+	for i := range each {
+		r := dialRaw(t, d.Port, "127.0.0.2")
+		r.write(t, r.packet(4304, r.ts, 0, "h", "svc", "x", 1, "not-the-password"), 0)
+		waitClosed(r.c, 5*time.Second)
+		r = dialRaw(t, d.Port, "127.0.0.3")
+		r.write(t, r.packet(720, r.ts, 0, "h", "svc", "legacy", 1, password), 0)
+		r.c.Close()
+		r = dialRaw(t, d.Port, "127.0.0.4")
+		r.write(t, []byte("GET /clients HTTP/1.1\r\nHost: nsca\r\n\r\n"), 0)
+		r.c.Close()
+		r = dialRaw(t, d.Port, "127.0.0.5")
+		r.write(t, r.packet(4304, r.ts, 0, "h", "svc", fmt.Sprintf("good-%d", i), 1, password), 0)
+		r.c.Close()
+	}
+	want := map[string]string{
+		"127.0.0.2\t12\t12\t-\t-\t":         "diagnosis: sends packets that no known password decrypts with any method: it uses a password this server does not know",
+		"127.0.0.3\t12\t12\t-\t-\t":         "diagnosis: is an NSCA 2.7 client or NSClient++ with payload length 512 (720-byte packets): add 512 to payload_length (now 4096)",
+		"127.0.0.4\t12\t12\t-\t-\t":         "diagnosis: speaks HTTP, not NSCA",
+		"127.0.0.5\t12\t0\tpassword/1\t1\t": "-",
+	}
+	lines := func(page string) map[string]bool {
+		got := map[string]bool{}
+		for _, l := range strings.Split(page, "\n") {
+			for head, last := range want {
+				// A diagnosis may go on with a hint in parentheses.
+				if strings.HasPrefix(l, head) && (strings.HasSuffix(l, "\t"+last) || last != "-" && strings.Contains(l, "\t"+last+" (")) {
+					got[head] = true
+				}
+			}
+		}
+		return got
+	}
+	var page string
+	waitFor(15*time.Second, func() bool {
+		page = identGet(t, "http://"+metrics+"/clients")
+		return len(lines(page)) == len(want)
+	})
+	got := lines(page)
+	for head, last := range want {
+		if !got[head] {
+			t.Errorf("/clients has no line %q...%q", head, last)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/clients:\n%s", page)
+	}
+	// The spread the test relies on: both workers diagnosed some source.
+	pids := map[string]bool{}
+	for _, l := range strings.Split(d.Stderr(), "\n") {
+		if f := strings.Fields(l); len(f) > 5 && strings.Contains(l, "] diagnosis: 127.0.0.") {
+			pids[f[2]] = true
+		}
+	}
+	if len(pids) < 2 {
+		t.Errorf("diagnosis lines from %d worker(s), want both: the connections did not reach both workers\n%s", len(pids), d.Stderr())
+	}
+	// A reload replaces both workers; their sources stay listed, and a
+	// source the new workers serve adds to its count.
+	d.Signal(syscall.SIGHUP)
+	if !waitFor(15*time.Second, func() bool { return strings.Count(d.Stderr(), ", replaced by a reload, finished") == 2 }) {
+		t.Fatalf("the old workers did not finish after SIGHUP:\n%s", d.Stderr())
+	}
+	r := dialRaw(t, d.Port, "127.0.0.5")
+	r.write(t, r.packet(4304, r.ts, 0, "h", "svc", "after-reload", 1, password), 0)
+	r.c.Close()
+	delete(want, "127.0.0.5\t12\t0\tpassword/1\t1\t")
+	want["127.0.0.5\t13\t0\tpassword/1\t1\t"] = "-"
+	waitFor(10*time.Second, func() bool {
+		page = identGet(t, "http://"+metrics+"/clients")
+		return len(lines(page)) == len(want)
+	})
+	got = lines(page)
+	for head, last := range want {
+		if !got[head] {
+			t.Errorf("after the reload, /clients has no line %q...%q:\n%s", head, last, page)
+		}
+	}
+}

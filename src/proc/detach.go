@@ -21,8 +21,9 @@ const (
 
 // Flags of a worker's role.
 const (
-	roleBoard  = "board"  // descriptor 5 is its counters' board
-	roleSyslog = "syslog" // it forwards its own log to syslog (Worker.Syslog)
+	roleBoard   = "board"   // descriptor 5 is its counters' board
+	roleSyslog  = "syslog"  // it forwards its own log to syslog (Worker.Syslog)
+	roleClients = "clients" // descriptor 6 is the socket on which it hands over its table of sources
 )
 
 // Detached reports whether this process is the detached daemon started by

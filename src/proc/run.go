@@ -14,7 +14,6 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
-	"nsca_fast/stages/diagnose"
 )
 
 // Server is one pipeline as a run mode drives it: Run serves until the
@@ -155,10 +154,10 @@ func startStatsFile(cfg *conf.Config, slot int, snapshot func() counters.Snapsho
 }
 
 // serveMetrics serves Prometheus metrics at /metrics, liveness at
-// /healthz and readiness at /readyz on metrics_address, if set. workers
-// lists the worker processes whose process metrics add to this one's (nil:
-// none).
-func (a *App) serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot, workers func() []int) {
+// /healthz, readiness at /readyz and the sources that clients lists at
+// /clients on metrics_address, if set. workers lists the worker processes
+// whose process metrics add to this one's (nil: none).
+func (a *App) serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot, workers func() []int, clients http.Handler) {
 	a.reloads.Started(processStart)
 	if cfg.MetricsAddress == "" {
 		return
@@ -173,7 +172,7 @@ func (a *App) serveMetrics(cfg *conf.Config, snapshot func() counters.Snapshot, 
 	}))
 	mux.Handle("/healthz", counters.HealthHandler())
 	mux.Handle("/readyz", counters.ReadyHandler(a.serving.Load, snapshot))
-	mux.Handle("/clients", diagnose.Clients.Handler())
+	mux.Handle("/clients", clients)
 	go func() {
 		glog.Infof("metrics on http://%s/metrics", cfg.MetricsAddress)
 		if err := http.ListenAndServe(cfg.MetricsAddress, mux); err != nil {

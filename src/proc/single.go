@@ -11,6 +11,7 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // RunSingle serves in this process (nsca_workers=0). SIGHUP builds a new
@@ -49,7 +50,7 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 	}
 	s.statsDir = cfg.DirStats
 	defer func() { s.stats.Stop() }()
-	a.serveMetrics(cfg, s.totals.Sum, nil)
+	a.serveMetrics(cfg, s.totals.Sum, nil, diagnose.Clients.Handler())
 	a.running = cfg
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(s.totals.Sum, time.Duration(cfg.StatsInterval)*time.Second, stopStats)

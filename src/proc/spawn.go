@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -81,6 +82,9 @@ type Link struct {
 	Status io.ReadCloser
 	// Board is where the worker publishes its counters, or nil.
 	Board *board.Board
+	// Clients is the socket on which the worker hands over its table of
+	// sources, or nil.
+	Clients net.Conn
 }
 
 // ExecSpawner starts workers as new processes of this program. It hands
@@ -110,8 +114,8 @@ func (e *ExecSpawner) devNull() (int, error) {
 }
 
 // Spawn starts a worker process with the listening socket as descriptor 3,
-// the write end of its status pipe as descriptor 4 and its counters' board
-// as descriptor 5.
+// the write end of its status pipe as descriptor 4, its counters' board
+// as descriptor 5 and the socket of its table of sources as descriptor 6.
 func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 	null, err := e.devNull()
 	if err != nil {
@@ -134,10 +138,25 @@ func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 		role += ":" + roleBoard
 		files = append(files, uintptr(boardFD))
 	}
+	// Without the socket, the worker's sources are missing from /clients.
+	clients, clientsFD, err := clientsPair()
+	if err != nil {
+		glog.Warningf("supervisor: worker %d's sources will be missing from /clients: %v", slot, err)
+	} else {
+		defer unix.Close(clientsFD)
+		if b == nil {
+			files = append(files, uintptr(null)) // descriptor 5 stays a board's
+		}
+		role += ":" + roleClients
+		files = append(files, uintptr(clientsFD))
+	}
 	fail := func(err error) (Process, Link, error) {
 		unix.Close(p[0])
 		if b != nil {
 			b.Close()
+		}
+		if clients != nil {
+			clients.Close()
 		}
 		return nil, Link{}, err
 	}
@@ -158,7 +177,7 @@ func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 		return fail(fmt.Errorf("%w: pid %d: %w", ErrSpawn, pid, err))
 	}
 	unix.SetNonblock(p[0], true)
-	return osProcess{proc}, Link{Status: newStatusPipe(os.NewFile(uintptr(p[0]), "status")), Board: b}, nil
+	return osProcess{proc}, Link{Status: newStatusPipe(os.NewFile(uintptr(p[0]), "status")), Board: b, Clients: clients}, nil
 }
 
 // statusPipe is the read end of a worker's status pipe, read in Go's

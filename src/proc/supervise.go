@@ -10,6 +10,7 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // RunSupervisor runs nsca_workers worker processes and supervises them. It
@@ -63,7 +64,7 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 	Notify("READY=1")
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(sup.Stats, time.Duration(cfg.StatsInterval)*time.Second, stopStats)
-	a.serveMetrics(cfg, sup.Stats, sup.Pids)
+	a.serveMetrics(cfg, sup.Stats, sup.Pids, diagnose.Handler(sup.Clients))
 	a.serving.Store(true)
 	sup.Serve(sigs, a.reloadWorkers)
 	close(stopStats)

@@ -15,6 +15,7 @@ import (
 
 	"nsca_fast/src/proc/board"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // ErrSpawn wraps failures to start a worker process.
@@ -55,6 +56,9 @@ type Supervisor struct {
 	now      func() time.Time // the clock back-off is measured on; nil is time.Now
 	events   chan func()
 	retiring *retirement // sockets a reload no longer needs, not yet closed
+	// retiredSources is the last tables of sources of the workers that
+	// ended, merged; under mu.
+	retiredSources []diagnose.Source
 }
 
 // retirement is listening sockets that a reload no longer needs: new
@@ -90,10 +94,11 @@ type workerProc struct {
 	status    chan struct{} // closed when the status pipe reached EOF
 	exited    chan struct{} // closed after the process and its status pipe ended
 
-	mu    sync.Mutex
-	board *board.Board // where it publishes its counters; nil once retired
-	last  counters.Snapshot
-	piped bool // last came through the status pipe, which then has the newest
+	mu      sync.Mutex
+	board   *board.Board // where it publishes its counters; nil once retired
+	clients *clientsLink // where it hands over its table of sources
+	last    counters.Snapshot
+	piped   bool // last came through the status pipe, which then has the newest
 }
 
 // snapshot is the worker's latest counters.
@@ -135,6 +140,7 @@ func (p *workerProc) replace() {
 // final is the exited worker's last counters, kept once its board is
 // unmapped.
 func (p *workerProc) final() counters.Snapshot {
+	p.clients.close()
 	s := p.snapshot()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -155,7 +161,7 @@ func (s *Supervisor) spawn(slot, gen int) (*workerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
+	p := &workerProc{slot: slot, gen: gen, proc: proc, board: link.Board, clients: newClientsLink(link.Clients), ready: make(chan struct{}), status: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
 		p.readStatus(link.Status)
 		close(p.status)
@@ -346,12 +352,18 @@ func (s *Supervisor) clock() time.Time {
 	return time.Now()
 }
 
-// retire moves an exited worker's counters into the totals, once.
+// retire moves an exited worker's counters into the totals, and its last
+// table of sources into the supervisor's, once.
 func (s *Supervisor) retire(p *workerProc) bool {
 	s.mu.Lock()
 	delete(s.procs, p)
 	s.mu.Unlock()
-	return s.totals.Retire(p, p.final())
+	table := p.clients.lastWords(lastWordsTimeout) // before final closes the socket
+	if !s.totals.Retire(p, p.final()) {
+		return false
+	}
+	s.keepSources(table)
+	return true
 }
 
 // Reload starts a new generation of n workers (which read the configuration

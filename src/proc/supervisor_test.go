@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"nsca_fast/src/proc/board"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // fakeWorker is a worker process as the supervisor sees it, played by the
@@ -23,7 +25,9 @@ import (
 type fakeWorker struct {
 	slot, gen, listener, pid int
 	status                   *io.PipeWriter
-	board                    *board.Board // its end of the board, when the spawner makes boards
+	board                    *board.Board       // its end of the board, when the spawner makes boards
+	table                    *diagnose.Registry // its sources, when the spawner makes tables
+	tables                   *tableServer       // its end of the table's socket
 	exit                     chan Exit
 	// drainTerms is how many SIGTERMs it takes to end: 1 drains at once, 2
 	// models a drain that only an abort (the second SIGTERM) ends.
@@ -75,6 +79,12 @@ func (w *fakeWorker) endLocked(e Exit) {
 	}
 	w.ended = true
 	w.status.Close()
+	if w.tables != nil {
+		if e.Signal == 0 {
+			w.tables.handOver() // as a worker does once it has drained
+		}
+		w.tables.conn.Close() // as the process's exit closes it
+	}
 	w.exit <- e
 }
 
@@ -99,6 +109,7 @@ type fakeSpawner struct {
 	drainTerms int
 	notReady   bool // new workers never say "ready"
 	boards     bool // give each worker a board, as ExecSpawner does
+	tables     bool // give each worker a table of sources it hands over, as workers do
 }
 
 func (f *fakeSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
@@ -106,9 +117,16 @@ func (f *fakeSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 	f.mu.Lock()
 	fw := &fakeWorker{slot: slot, gen: gen, listener: listener, pid: 1000 + len(f.workers), status: w, exit: make(chan Exit, 1), drainTerms: max(f.drainTerms, 1)}
 	f.workers = append(f.workers, fw)
-	notReady, boards := f.notReady, f.boards
+	notReady, boards, tables := f.notReady, f.boards, f.tables
 	f.mu.Unlock()
 	link := Link{Status: r}
+	if tables {
+		var worker net.Conn
+		link.Clients, worker = net.Pipe()
+		fw.table = diagnose.NewRegistry()
+		fw.tables = &tableServer{conn: worker, table: fw.table}
+		go fw.tables.serve()
+	}
 	if boards {
 		b, fd, err := board.Create("fake-worker")
 		if err != nil {

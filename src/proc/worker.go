@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"nsca_fast/src/proc/board"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/rawsys"
 )
 
@@ -25,6 +27,7 @@ const (
 	workerListenerFD = 3 // the SO_REUSEPORT listening socket of its slot
 	workerStatusFD   = 4 // the pipe on which it reports readiness (and counters, without a board)
 	workerBoardFD    = 5 // the shared memory on which it publishes its counters
+	workerClientsFD  = 6 // the socket on which it hands over its table of sources
 )
 
 // Worker is the supervisor's side of the pipe, seen from inside a worker.
@@ -36,6 +39,8 @@ type Worker struct {
 	Syslog   bool
 	status   *os.File
 	board    *board.Board // nil: counters go through the status pipe
+	clients  net.Conn     // nil: its sources are missing from the supervisor's /clients
+	tables   *tableServer // serves the table on clients, once ServeClients ran
 	reported chan struct{}
 }
 
@@ -59,6 +64,12 @@ func WorkerFromEnv() *Worker {
 			glog.Errorf("worker %d: %v: reporting counters through the status pipe", w.Slot, err)
 		}
 	}
+	if slices.Contains(flags, roleClients) {
+		var err error
+		if w.clients, err = fileConn(workerClientsFD, "clients"); err != nil {
+			glog.Errorf("worker %d: %v: its sources are missing from /clients", w.Slot, err)
+		}
+	}
 	// Non-blocking: the reports in between are written raw (report), and
 	// os.File waits for room in Go's poller.
 	unix.SetNonblock(workerStatusFD, true)
@@ -68,6 +79,23 @@ func WorkerFromEnv() *Worker {
 
 // Listener is the listening socket the supervisor passed.
 func (w *Worker) Listener() int { return workerListenerFD }
+
+// ServeClients hands table to the supervisor whenever its /clients page is
+// asked for, until the process ends.
+func (w *Worker) ServeClients(table *diagnose.Registry) {
+	if w.clients != nil {
+		w.tables = &tableServer{conn: w.clients, table: table}
+		go w.tables.serve()
+	}
+}
+
+// HandOverClients sends the table to the supervisor one last time, as the
+// worker ends, for the supervisor's /clients to keep listing its sources.
+func (w *Worker) HandOverClients() {
+	if w.tables != nil {
+		w.tables.handOver()
+	}
+}
 
 // Ready tells the supervisor this worker serves; a reload retires the old
 // workers only after the new ones said so.

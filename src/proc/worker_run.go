@@ -9,6 +9,7 @@ import (
 	"github.com/golang/glog"
 
 	"nsca_fast/conf"
+	"nsca_fast/stages/diagnose"
 )
 
 // reportInterval is how often a worker sends its counters to the
@@ -63,10 +64,12 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	// Counters first: the supervisor's /metrics shows every series from
 	// the moment the worker serves.
 	w.Report(srv.Snapshot())
+	w.ServeClients(diagnose.Clients)
 	w.Ready()
 	err = srv.Run()
 	close(stop)
 	<-w.Reported()
+	w.HandOverClients()
 	if err != nil {
 		glog.Errorf("worker %d: %v", w.Slot, err)
 		return 1

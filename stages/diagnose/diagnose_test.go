@@ -181,3 +181,29 @@ func TestBudget(t *testing.T) {
 		t.Errorf("%d diagnoses after 1.3 s, want 2 (one a second)", lines)
 	}
 }
+
+// Merge keeps the limit most recently seen sources of all tables, a
+// source that several tables hold counted once with their counts summed,
+// and drops those not seen for an hour.
+func TestMergeBoundsToMostRecent(t *testing.T) {
+	base := time.Now()
+	var a, b []Source
+	for i := range 10 {
+		addr := netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})
+		a = append(a, Source{Addr: addr, Connections: 1, LastSeen: base.Add(time.Duration(i) * time.Second)})
+		b = append(b, Source{Addr: addr, Connections: 2, LastSeen: base.Add(time.Duration(i) * time.Second)})
+	}
+	old := Source{Addr: netip.MustParseAddr("10.1.0.1"), Connections: 1, LastSeen: base.Add(-2 * time.Hour)}
+	got := Merge(4, a, b, []Source{old})
+	if n := len(Merge(0, []Source{old})); n != 0 {
+		t.Errorf("a source last seen two hours ago is kept (%d sources)", n)
+	}
+	if len(got) != 4 {
+		t.Fatalf("%d sources, want 4", len(got))
+	}
+	for i, s := range got {
+		if want := netip.AddrFrom4([4]byte{10, 0, 0, byte(9 - i)}); s.Addr != want || s.Connections != 3 {
+			t.Errorf("source %d: %s with %d connections, want %s with 3", i, s.Addr, s.Connections, want)
+		}
+	}
+}

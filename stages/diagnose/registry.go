@@ -29,12 +29,16 @@ const DefaultMaxSources = 10000
 const sourceTTL = time.Hour
 
 // Source is one address's entry.
+// Its JSON form is how a worker hands its table to the supervisor.
 type Source struct {
-	Addr                  netip.Addr
-	Connections, Rejected uint64
-	Secret, Method        string
-	LastError             string
-	ErrorAt, LastSeen     time.Time
+	Addr        netip.Addr `json:"a"`
+	Connections uint64     `json:"c"`
+	Rejected    uint64     `json:"r,omitempty"`
+	Secret      string     `json:"s,omitempty"`
+	Method      string     `json:"m,omitempty"`
+	LastError   string     `json:"e,omitempty"`
+	ErrorAt     time.Time  `json:"et"`
+	LastSeen    time.Time  `json:"t"`
 }
 
 // Clients is the process's table, kept across reloads, which the pipeline
@@ -147,17 +151,74 @@ func (r *Registry) Sources() []Source {
 
 // Handler serves the table as text, one source per line.
 func (r *Registry) Handler() http.Handler {
+	return Handler(func() ([]Source, []string) { return r.Sources(), nil })
+}
+
+// Handler serves the sources that list returns as text, one per line,
+// after its notes (what is missing from the list), one comment line each.
+func Handler(list func() (sources []Source, notes []string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		sources, notes := list()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		var b strings.Builder
 		b.WriteString("# sources seen in the last hour, most recent first\n")
+		for _, n := range notes {
+			fmt.Fprintf(&b, "# %s\n", n)
+		}
 		b.WriteString("# source\tconnections\trejected\tsecret\tmethod\tlast_seen\tlast_error\n")
-		for _, s := range r.Sources() {
+		for _, s := range sources {
 			fmt.Fprintf(&b, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Addr, s.Connections, s.Rejected, dash(s.Secret), dash(s.Method),
 				s.LastSeen.UTC().Format(time.RFC3339), dash(s.LastError))
 		}
 		w.Write([]byte(b.String()))
 	})
+}
+
+// Merge joins the tables of several processes that serve the same port
+// into one, as one process's table would read: a source that several saw
+// has the sum of their counts, the last error of the one that erred last
+// and the secret and method of the one that last decrypted its packets.
+// It keeps the limit most recently seen sources (0: DefaultMaxSources)
+// seen in the last hour, most recent first.
+func Merge(limit int, tables ...[]Source) []Source {
+	if limit <= 0 {
+		limit = DefaultMaxSources
+	}
+	merged := map[netip.Addr]*Source{}
+	// secretSeen is when the merged entry's secret was last seen used.
+	secretSeen := map[netip.Addr]time.Time{}
+	for _, table := range tables {
+		for _, s := range table {
+			m, ok := merged[s.Addr]
+			if !ok {
+				c := s
+				merged[s.Addr] = &c
+				secretSeen[s.Addr] = s.LastSeen
+				continue
+			}
+			m.Connections += s.Connections
+			m.Rejected += s.Rejected
+			if s.Method != "" && (m.Method == "" || s.LastSeen.After(secretSeen[s.Addr])) {
+				m.Secret, m.Method = s.Secret, s.Method
+				secretSeen[s.Addr] = s.LastSeen
+			}
+			if s.LastError != "" && (m.LastError == "" || s.ErrorAt.After(m.ErrorAt)) {
+				m.LastError, m.ErrorAt = s.LastError, s.ErrorAt
+			}
+			if s.LastSeen.After(m.LastSeen) {
+				m.LastSeen = s.LastSeen
+			}
+		}
+	}
+	out := make([]Source, 0, len(merged))
+	now := time.Now()
+	for _, m := range merged {
+		if now.Sub(m.LastSeen) <= sourceTTL {
+			out = append(out, *m)
+		}
+	}
+	slices.SortFunc(out, func(a, b Source) int { return b.LastSeen.Compare(a.LastSeen) })
+	return out[:min(len(out), limit)]
 }
 
 func dash(s string) string {
