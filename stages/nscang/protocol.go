@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/emit/dialect"
 )
 
 // Limits of the protocol and nsca-ng's defaults.
@@ -172,32 +173,6 @@ func ParseCommand(data []byte) (Command, error) {
 	if err != nil || f[0] == "" || (name == serviceResult && f[1] == "") {
 		return c, fmt.Errorf("%w: %s with host %q, service %q, return code %q", ErrCommand, name, f[0], f[1], f[2])
 	}
-	c.Result = &codec.Result{Timestamp: uint32(c.Time), ReturnCode: int16(rc), Host: f[0], Service: f[1], Output: Unescape(f[3])}
+	c.Result = &codec.Result{Timestamp: uint32(c.Time), ReturnCode: int16(rc), Host: f[0], Service: f[1], Output: dialect.Unescape(f[3])}
 	return c, nil
-}
-
-// Unescape undoes the escaping the client applied (`\\` and `\n`), as the
-// core does when it reads the command file; other backslashes stay.
-func Unescape(s string) string {
-	if strings.IndexByte(s, '\\') < 0 {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			switch s[i+1] {
-			case '\\':
-				b.WriteByte('\\')
-				i++
-				continue
-			case 'n':
-				b.WriteByte('\n')
-				i++
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

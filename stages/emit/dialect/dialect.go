@@ -107,6 +107,34 @@ func appendStock(b []byte, s string) []byte {
 	return b
 }
 
+// Unescape undoes stock's escaping (`\\` and `\n`) as the core does when
+// it reads the command file; any other backslash stays. It reads what the
+// stock dialect wrote (a dump file being replayed) and what nsca-ng clients
+// send, which is escaped the same way.
+func Unescape(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case '\\':
+				b.WriteByte('\\')
+				i++
+				continue
+			case 'n':
+				b.WriteByte('\n')
+				i++
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // appendVerbatim writes s for a reader that undoes nothing: a newline,
 // which would end the line, becomes the two characters `\n` (lossy).
 func appendVerbatim(b []byte, s string) ([]byte, bool) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/emit/dialect"
 )
 
 func item(t int64, host, svc string, rc int16, out string) Item {
@@ -66,7 +67,7 @@ func TestAppendCommandEscaping(t *testing.T) {
 				t.Errorf("line holds %d newlines", strings.Count(got, "\n"))
 			}
 			// Escaping is the inverse of the core's unescaping.
-			if un := unescapeOutput(c.want); un != c.in { // what the core does to the output field, as --replay does
+			if un := dialect.Unescape(c.want); un != c.in { // what the core does to the output field, as --replay does
 				t.Errorf("unescape(%q) = %q, want %q", c.want, un, c.in)
 			}
 		})

@@ -14,6 +14,7 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/emit/dialect"
 )
 
 // Errors of Replay.
@@ -475,7 +476,7 @@ func parseCommand(line string) (Item, error) {
 	if err != nil {
 		return Item{}, fmt.Errorf("bad return code %q", code)
 	}
-	r.ReturnCode, r.Output = int16(rc), unescapeOutput(r.Output)
+	r.ReturnCode, r.Output = int16(rc), dialect.Unescape(r.Output)
 	r.Timestamp = uint32(t)
 	return Item{Result: r, Time: t}, nil
 }
@@ -508,36 +509,11 @@ func parseSpool(text string) (Item, error) {
 			}
 			it.Result.ReturnCode, haveCode = int16(rc), true
 		case "output":
-			it.Result.Output = unescapeOutput(v)
+			it.Result.Output = dialect.Unescape(v)
 		}
 	}
 	if !haveHost || !haveCode {
 		return it, errors.New("not a check result file")
 	}
 	return it, nil
-}
-
-// unescapeOutput is appendEscaped's inverse (`\\` and `\n`, as the core
-// reads them); any other backslash stays.
-func unescapeOutput(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			switch s[i+1] {
-			case '\\':
-				b.WriteByte('\\')
-				i++
-				continue
-			case 'n':
-				b.WriteByte('\n')
-				i++
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
