@@ -24,7 +24,9 @@
 #    4), by nsca-bench and by scripts/nsca-load.c (C, one thread per client,
 #    encrypting each packet just before sending it, built here with gcc);
 #  - the native engines against their cipher time plus 1.2 x an XOR check
-#    under the same pattern (the cipher time from BenchmarkDecrypt);
+#    under the same pattern: same generator, clients and checks per
+#    connection, paced at the rate the native run reached (the cipher time
+#    from BenchmarkDecrypt);
 #  - the process tree's PSS with nsca_workers=2, at rest and under load.
 # The daemons of one workload run in turn, ENGINE_REPS rounds of them, so
 # each comparison is of interleaved runs. ENGINE_D defaults to 3s here;
@@ -234,6 +236,10 @@ for gen in go c; do
     for m in 3 14 8; do
       side "p$m/$k/$gen" "$m" "ours libmcrypt w0|C++ 2x2|ours libmcrypt w2|ours auto w0" \
         --checks-per-conn "$k" --conns "$n" --duration "$D" "${gargs[@]}"
+      # XOR at the rate the native engine ran at: the same arrivals, so the
+      # same wake-ups per check (a saturated XOR run batches them away).
+      r="$(jq -rs --arg w "p$m/$k/$gen" 'map(select(.workload==$w and .daemon=="ours auto w0")) | min_by(.server_cpu_us_per_check) | .checks_per_sec // empty' "$RESULTS")"
+      [ -n "$r" ] && side "x$m/$k/$gen" 1 "ours auto w0" --checks-per-conn "$k" --conns "$n" --duration "$D" --rate "$r" "${gargs[@]}"
     done
     side "p1/$k/$gen" 1 "ours auto w0" --checks-per-conn "$k" --conns "$n" --duration "$D" "${gargs[@]}"
   done

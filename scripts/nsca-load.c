@@ -8,10 +8,11 @@
  * write it; close, and again until SECONDS have passed. The checks carry
  * nsca-bench's ids and contents (bench id=N), so `nsca-bench --exec-client`
  * reads the command file and matches every line. The last line printed is
- * "sent N failed F connections C".
+ * "sent N failed F connections C". With RATE, check n is sent no sooner
+ * than n/RATE seconds after the start (RATE checks a second in all).
  *
  *   gcc -O2 -o nsca-load scripts/nsca-load.c -lmcrypt -lpthread
- *   nsca-load HOST PORT ALGORITHM|xor PASSWORD CONNS K SECONDS
+ *   nsca-load HOST PORT ALGORITHM|xor PASSWORD CONNS K SECONDS [RATE]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,7 +47,7 @@
 static const char *alg, *password;
 static struct sockaddr_in addr;
 static int k;
-static double end_at;
+static double start_at, end_at, rate;
 static atomic_ullong next_id, sent, failed, conns;
 static unsigned char noise[NOISE];
 static uint32_t crc_table[256];
@@ -158,6 +159,13 @@ static void one_conn(unsigned long long first, unsigned long long count, unsigne
 	}
 	size_t plen = strlen(password);
 	for (unsigned long long id = first; id < first + count && now() < end_at; id++) {
+		if (rate > 0) {
+			double at = start_at + id / rate, d = at - now();
+			if (at >= end_at)
+				break;
+			if (d > 0)
+				usleep((useconds_t)(d * 1e6));
+		}
 		build(pkt, id, init + IV_SIZE, seed);
 		if (td != MCRYPT_FAILED) {
 			for (int i = 0; i < PKT_SIZE; i++)
@@ -192,8 +200,8 @@ static void *client(void *arg) {
 }
 
 int main(int argc, char **argv) {
-	if (argc != 8) {
-		fprintf(stderr, "usage: nsca-load HOST PORT ALGORITHM|xor PASSWORD CONNS K SECONDS\n");
+	if (argc != 8 && argc != 9) {
+		fprintf(stderr, "usage: nsca-load HOST PORT ALGORITHM|xor PASSWORD CONNS K SECONDS [RATE]\n");
 		return 2;
 	}
 	addr.sin_family = AF_INET;
@@ -207,6 +215,7 @@ int main(int argc, char **argv) {
 	int n = atoi(argv[5]);
 	k = atoi(argv[6]);
 	double secs = atof(argv[7]);
+	rate = argc == 9 ? atof(argv[8]) : 0;
 	if (n < 1 || k < 1 || secs <= 0) {
 		fprintf(stderr, "nsca-load: CONNS, K and SECONDS must be positive\n");
 		return 2;
@@ -215,7 +224,8 @@ int main(int argc, char **argv) {
 	unsigned s = (unsigned)time(NULL);
 	for (int i = 0; i < NOISE; i++)
 		noise[i] = rand_r(&s);
-	end_at = now() + secs;
+	start_at = now();
+	end_at = start_at + secs;
 	pthread_t *t = calloc(n, sizeof *t);
 	for (int i = 0; i < n; i++)
 		if (pthread_create(&t[i], NULL, client, (void *)(uintptr_t)(i + 1)) != 0) {

@@ -26,7 +26,8 @@ func runExecClient(o Options, c Cipher, log *os.File) (sent, failed, conns uint6
 	ctx, cancel := context.WithTimeout(context.Background(), o.Duration+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, o.ExecClient, o.Host, strconv.Itoa(o.Port), alg, o.Password,
-		strconv.Itoa(o.Conns), strconv.Itoa(o.ChecksPerConn), strconv.FormatFloat(o.Duration.Seconds(), 'f', 3, 64))
+		strconv.Itoa(o.Conns), strconv.Itoa(o.ChecksPerConn), strconv.FormatFloat(o.Duration.Seconds(), 'f', 3, 64),
+		strconv.FormatFloat(o.Rate, 'f', 1, 64))
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = log

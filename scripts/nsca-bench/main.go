@@ -142,8 +142,8 @@ func parseFlags(args []string) (Options, error) {
 		return o, errors.New("--rate and --idle cannot be negative")
 	case o.Ahead && (o.Total == 0 || o.Duration != 0 || o.Rate != 0 || o.ExecClient != ""):
 		return o, errors.New("--ahead takes --total, and neither --duration, --rate nor --exec-client")
-	case o.ExecClient != "" && (o.Duration == 0 || o.Total != 0 || o.Rate != 0 || o.Legacy || o.Method < 1):
-		return o, errors.New("--exec-client takes --duration and a method from 1 up, and neither --total, --rate nor --legacy")
+	case o.ExecClient != "" && (o.Duration == 0 || o.Total != 0 || o.Legacy || o.Method < 1):
+		return o, errors.New("--exec-client takes --duration and a method from 1 up, and neither --total nor --legacy")
 	}
 	return o, nil
 }
