@@ -218,7 +218,7 @@ echo "== Issue 24 side by side: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); cpus: $(npr
 # times ENGINE_AHEAD_SCALE (default 1).
 AHEAD_SCALE="${ENGINE_AHEAD_SCALE:-1}"
 echo "-- saturation, 10 checks per connection, 8 sending clients, every packet encrypted ahead"
-for spec in 3:tripledes:10000:2500 2:des:15000:5000 14:rijndael-128:20000:6000 8:blowfish:20000:8000 4:cast-128:20000:8000; do
+for spec in 3:tripledes:8000:2500 2:des:12000:5000 14:rijndael-128:15000:6000 8:blowfish:12000:8000 4:cast-128:12000:8000; do
   IFS=: read -r m alg fast slow <<< "$spec"
   fast=$(awk -v n="$fast" -v s="$AHEAD_SCALE" 'BEGIN{printf "%d", n*s}')
   slow=$(awk -v n="$slow" -v s="$AHEAD_SCALE" 'BEGIN{printf "%d", n*s}')
