@@ -247,6 +247,10 @@ for gen in go c; do
   done
 done
 
+echo "-- memory: nsca_workers=2 with the default engine under load (XOR 20/conn, 8 clients; 3DES 10/conn, 4 clients)"
+side "m1" 1 "ours auto w2" --checks-per-conn 20 --conns 8 --duration "$D"
+side "m3" 3 "ours auto w2" --checks-per-conn 10 --conns 4 --duration "$D"
+
 echo "-- libmcrypt alone and the engines alone"
 for a in tripledes:300 des:600 rijndael-128:600 blowfish:1200 cast-128:1000; do
   "$BENCH" floor "${a%%:*}" "${a##*:}" | tee -a "$FLOORS"
