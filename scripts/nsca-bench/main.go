@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -50,6 +51,8 @@ type Options struct {
 	Workload      string
 	Daemon        string
 	CPUProfile    string
+	Ahead         bool
+	ExecClient    string
 }
 
 func main() {
@@ -119,6 +122,8 @@ func parseFlags(args []string) (Options, error) {
 	fs.StringVar(&o.Workload, "workload", "", "label of the workload, copied into the result")
 	fs.StringVar(&o.Daemon, "daemon", "", "label of the daemon, copied into the result")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write nsca-bench's own CPU profile to `FILE`")
+	fs.BoolVar(&o.Ahead, "ahead", false, "open every connection and encrypt all --total checks before the measured part, which then only writes them (--conns at a time)")
+	fs.StringVar(&o.ExecClient, "exec-client", "", "send with this `PROGRAM` (scripts/nsca-load.c) instead of nsca-bench's own clients")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -135,6 +140,10 @@ func parseFlags(args []string) (Options, error) {
 		return o, fmt.Errorf("--total is at most %d", maxIDs-1)
 	case o.Rate < 0 || o.Idle < 0:
 		return o, errors.New("--rate and --idle cannot be negative")
+	case o.Ahead && (o.Total == 0 || o.Duration != 0 || o.Rate != 0 || o.ExecClient != ""):
+		return o, errors.New("--ahead takes --total, and neither --duration, --rate nor --exec-client")
+	case o.ExecClient != "" && (o.Duration == 0 || o.Total != 0 || o.Legacy || o.Method < 1):
+		return o, errors.New("--exec-client takes --duration and a method from 1 up, and neither --total nor --legacy")
 	}
 	return o, nil
 }
@@ -143,6 +152,7 @@ func parseFlags(args []string) (Options, error) {
 type Result struct {
 	Workload      string  `json:"workload,omitempty"`
 	Daemon        string  `json:"daemon,omitempty"`
+	Generator     string  `json:"generator,omitempty"` // "nsca-bench", "nsca-bench --ahead" or the --exec-client program
 	Method        int     `json:"method"`
 	Algorithm     string  `json:"algorithm,omitempty"`
 	PacketSize    int     `json:"packet_size"`
@@ -227,7 +237,13 @@ func Run(o Options, log *os.File) (*Result, error) {
 	res := &Result{
 		Workload: o.Workload, Daemon: o.Daemon, Method: o.Method, Algorithm: cipher.Algorithm,
 		PacketSize: cipher.PacketSize(), ChecksPerConn: o.ChecksPerConn, Conns: o.Conns, Rate: o.Rate, Idle: o.Idle,
-		ServerPID: o.ServerPID,
+		ServerPID: o.ServerPID, Generator: "nsca-bench",
+	}
+	switch {
+	case o.Ahead:
+		res.Generator = "nsca-bench --ahead"
+	case o.ExecClient != "":
+		res.Generator = filepath.Base(o.ExecClient)
 	}
 	addr := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
 	start := time.Now()
@@ -261,6 +277,13 @@ func Run(o Options, log *os.File) (*Result, error) {
 	if o.ServerPID > 0 && o.Idle > 0 {
 		time.Sleep(300 * time.Millisecond)
 		res.RSSIdleKB, _, _ = TreeRSS(o.ServerPID)
+	}
+
+	var prepared []*preparedConn
+	if o.Ahead {
+		if prepared, err = prepareAhead(addr, cipher, o.Total, o.ChecksPerConn, o.Timeout, log); err != nil {
+			return nil, err
+		}
 	}
 
 	var cpu0 time.Duration
@@ -322,8 +345,52 @@ func Run(o Options, log *os.File) (*Result, error) {
 		}
 		return true
 	}
-	var wg sync.WaitGroup
+	var (
+		wg         sync.WaitGroup
+		nextPrep   atomic.Int64
+		execCPU    time.Duration
+		execSent   uint64
+		execErrors uint64
+		execConns  uint64
+	)
+	if o.ExecClient != "" {
+		var err error
+		execSent, execErrors, execConns, execCPU, err = runExecClient(o, cipher, log)
+		connections.Store(execConns)
+		if err != nil {
+			return nil, err
+		}
+		sentCount.Store(execSent)
+		failed.Store(execErrors)
+		nextID.Store(execSent)
+	}
+	if prepared != nil {
+		nextID.Store(o.Total)
+	}
 	for w := range o.Conns {
+		if o.ExecClient != "" {
+			break
+		}
+		if prepared != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(nextPrep.Add(1) - 1)
+					if i >= len(prepared) {
+						return
+					}
+					connections.Add(1)
+					n, err := prepared[i].send(sent, clock)
+					sentCount.Add(uint64(n))
+					if err != nil {
+						failed.Add(1)
+						noteErr(err)
+					}
+				}
+			}()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -374,7 +441,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 		fmt.Fprintf(log, "nsca-bench: only %d of %d checks delivered after %v without a new line\n", sink.Delivered.Load(), res.Sent, o.Quiet)
 	}
 	lastLine := sink.LastRecv.Load()
-	self1 := selfCPU()
+	self1 := selfCPU() + execCPU
 	busy1, soft1 := machineCPU()
 	others1 := OthersCPU(o.ServerPID)
 	wall := time.Since(loadStart).Seconds()

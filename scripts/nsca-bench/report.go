@@ -20,6 +20,7 @@ func reportMain(args []string) int {
 	fs := flag.NewFlagSet("nsca-bench report", flag.ContinueOnError)
 	results := fs.String("results", "", "JSON lines written by nsca-bench --json")
 	floorFile := fs.String("floor", "", "output of go test -bench BenchmarkDecryptFrom ./cgo/mcrypt")
+	issue := fs.Int("issue", 0, "24: print issue 24's side by side (bench-engines.sh side) instead")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -34,6 +35,10 @@ func reportMain(args []string) int {
 			fmt.Fprintf(os.Stderr, "nsca-bench report: %v\n", err)
 			return 1
 		}
+	}
+	if *issue == 24 {
+		printIssue24(os.Stdout, rs, floor)
+		return 0
 	}
 	printReport(os.Stdout, rs, floor)
 	return 0
@@ -101,11 +106,14 @@ func readResults(path string) ([]*Result, error) {
 var (
 	benchLine = regexp.MustCompile(`^BenchmarkDecryptFrom/([a-z0-9-]+?)(?:-\d+)?\s+\d+\s+([0-9.]+) ns/op`)
 	floorLine = regexp.MustCompile(`^FloorCPU/([a-z0-9-]+)\s+\d+\s+([0-9.]+) ns/op`)
+	// engineLine is stages/cipher's BenchmarkDecrypt of a 4304-byte packet.
+	engineLine = regexp.MustCompile(`^BenchmarkDecrypt/(\d+)-[a-z0-9-]+/4304/(libmcrypt|native)(?:-\d+)?\s.*\s([0-9.]+) cpu-ns/op`)
 )
 
 // readFloor returns libmcrypt's ns per 4304-byte packet by algorithm: the
 // wall time of go test's BenchmarkDecryptFrom under the algorithm's name,
-// and the CPU time of `nsca-bench floor` under "cpu:" and the name.
+// the CPU time of `nsca-bench floor` under "cpu:" and the name, and the
+// CPU time of stages/cipher's BenchmarkDecrypt under "engine:METHOD:ENGINE".
 func readFloor(path string) (map[string]float64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -125,6 +133,9 @@ func readFloor(path string) (map[string]float64, error) {
 		}
 		if m := floorLine.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
 			keep("cpu:"+m[1], m[2])
+		}
+		if m := engineLine.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+			keep("engine:"+m[1]+":"+m[2], m[3])
 		}
 	}
 	return out, nil

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// runAgainstStock runs the generator with o against stock nsca (method
+// o.Method) writing to a FIFO, and checks that every check arrived once.
+func runAgainstStock(t *testing.T, o Options) *Result {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "nagios.cmd")
+	start := time.Now()
+	sink, err := OpenSink(fifo, func() int64 { return int64(time.Since(start)) + 1 }, new(times))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(sink.fd)
+	d := startStock(t, o.Method, fifo)
+	_, port, _ := net.SplitHostPort(d.addr)
+	o.Port, _ = strconv.Atoi(port)
+	o.Host, o.Password, o.FIFO, o.ServerPID = "127.0.0.1", stockPassword, fifo, d.cmd.Process.Pid
+	o.Quiet, o.Timeout, o.Settle = 5*time.Second, 5*time.Second, 50*time.Millisecond
+	res, err := Run(o, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent == 0 || res.Delivered != res.Sent || res.Mismatched+res.Unknown+res.Duplicates+res.Failed != 0 {
+		t.Fatalf("sent %d delivered %d failed %d mismatched %d unknown %d duplicates %d (first bad %q)",
+			res.Sent, res.Delivered, res.Failed, res.Mismatched, res.Unknown, res.Duplicates, res.FirstBad)
+	}
+	return res
+}
+
+// --ahead encrypts every packet before sending and still delivers each
+// check once, on the connections it prepared.
+func TestAheadAgainstStock(t *testing.T) {
+	res := runAgainstStock(t, Options{Method: 3, ChecksPerConn: 3, Conns: 2, Total: 13, Ahead: true})
+	if res.Sent != 13 || res.Connections != 5 || res.Generator != "nsca-bench --ahead" {
+		t.Errorf("sent %d on %d connections by %q, want 13 on 5 by nsca-bench --ahead", res.Sent, res.Connections, res.Generator)
+	}
+	if res.LatencyMaxMs <= 0 {
+		t.Errorf("no latency measured: %+v", res)
+	}
+}
+
+// scripts/nsca-load.c builds packets stock accepts, bit for bit, with
+// libmcrypt and with XOR.
+func TestExecClientAgainstStock(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc")
+	}
+	bin := filepath.Join(t.TempDir(), "nsca-load")
+	if out, err := exec.Command(gcc, "-O2", "-Wall", "-Werror", "-o", bin, "../nsca-load.c", "-lmcrypt", "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, method := range []int{1, 3, 8} {
+		t.Run(strconv.Itoa(method), func(t *testing.T) {
+			res := runAgainstStock(t, Options{Method: method, ChecksPerConn: 2, Conns: 1, Duration: 300 * time.Millisecond, ExecClient: bin})
+			if res.Connections == 0 || res.Sent > 2*res.Connections || res.Generator != "nsca-load" {
+				t.Errorf("sent %d on %d connections by %q", res.Sent, res.Connections, res.Generator)
+			}
+		})
+	}
+}
