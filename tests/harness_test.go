@@ -224,7 +224,12 @@ func waitPort(p *proc, port int, timeout time.Duration) error {
 			_, err = readInit(c, 500*time.Millisecond)
 			c.Close()
 			if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil
+				if listensOn(p.cmd.Process.Pid, port) {
+					return nil
+				}
+				// Someone else's listener: ours may still bind, or exit
+				// on "address already in use" (launchDaemon retries).
+				err = fmt.Errorf("port %d answers, but not from %s", port, p.name)
 			}
 		}
 		if time.Now().After(deadline) {
