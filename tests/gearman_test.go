@@ -257,9 +257,12 @@ func TestGearmanSink(t *testing.T) {
 			input, want := gmChecks("gm")
 			lo := now()
 			cl.send(t, d.Port, input, len(want))
+			// The first connection's jobs are in before the second sends:
+			// NSCA orders results within a connection, not across them.
+			bodies := w.collect(len(want))
 			cl.send(t, d.Port, "gm-again\tsvc\t0\tsecond connection\x17", 1)
 			want = append(want, gmResult("gm-again", "svc", 0, "second connection"))
-			bodies := w.collect(len(want))
+			bodies = append(bodies, w.collect(1)...)
 			hi := now()
 			got := gmOpen(t, tc.key, bodies, lo, hi)
 			assertLines(t, got, want)
