@@ -185,10 +185,13 @@ func TestSupervisorKillStorm(t *testing.T) {
 	// from the supervisor's totals: say how much, against the command file.
 	// A worker reports a batch as it delivers it, or within a millisecond
 	// of its last report, so a kill takes out of the totals about a
-	// millisecond of its results; the bound is four, or a connection's
-	// checks (a batch) when that is more. With a report at most every 5 ms,
-	// by a goroutine woken to send it, each kill took about ten
-	// milliseconds' worth (9-12 results a kill here).
+	// millisecond of its results. The bound is eight milliseconds' worth,
+	// or two connections' checks when that is more: on a loaded machine
+	// with GOGC=1 a kill has been seen to take four milliseconds' worth
+	// (the scheduler, not the reporting), and this test must not flake;
+	// TestWorkerReportsBatchesAtOnce pins the reporting itself. With a
+	// report at most every 5 ms, by a goroutine woken to send it, each kill
+	// took about ten milliseconds' worth (9-12 results a kill here).
 	st := statsLines(d.Stderr(), "stopped")
 	if len(st) == 0 {
 		t.Fatalf("no final statistics line from the supervisor")
@@ -198,7 +201,7 @@ func TestSupervisorKillStorm(t *testing.T) {
 	missing := len(counts) - emitted
 	t.Logf("supervisor's final count: %d emitted, %d lines in the command file: %d missing after %d kills, %.1f per kill, a worker delivering %.2f results a millisecond",
 		emitted, len(counts), missing, killed, float64(missing)/float64(killed), perWorkerMs)
-	perKill := max(4*perWorkerMs, 5)
+	perKill := max(8*perWorkerMs, 10)
 	if emitted > len(counts) || float64(missing) > float64(killed)*perKill {
 		t.Errorf("the supervisor counts %d emitted for %d lines in the command file after %d kills: want at most %.1f missing per kill", emitted, len(counts), killed, perKill)
 	}
