@@ -106,7 +106,7 @@ func knownSource() Source {
 	}
 }
 
-func scrape(t *testing.T, src Source) []byte {
+func scrapeBody(t *testing.T, src Source) []byte {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	MetricsHandler(src).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -116,8 +116,8 @@ func scrape(t *testing.T, src Source) []byte {
 // The exposition of a known set of counts, and of a fresh daemon's, is
 // byte for byte what it was: names, HELP and TYPE text, labels, order.
 func TestGoldenMetrics(t *testing.T) {
-	golden(t, "metrics_known.golden", scrape(t, knownSource()))
-	golden(t, "metrics_fresh.golden", scrape(t, Source{Snapshot: NewStats().Snapshot, Method: "xor"}))
+	golden(t, "metrics_known.golden", scrapeBody(t, knownSource()))
+	golden(t, "metrics_fresh.golden", scrapeBody(t, Source{Snapshot: NewStats().Snapshot, Method: "xor"}))
 }
 
 // The statistics line, periodic and at exit, is what its parsers know,
