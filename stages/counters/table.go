@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -215,7 +216,7 @@ func checkRows(table []*row) error {
 	fields, names, lines := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for i, r := range table {
 		if err := r.resolve(); err != nil {
-			return fmt.Errorf("%w: row %d (%s%s): %w", ErrTable, i, r.field, r.name, err)
+			return fmt.Errorf("%w: row %d (%s): %w", ErrTable, i, cmp.Or(r.field, r.name), err)
 		}
 		for _, seen := range []struct {
 			set map[string]bool
@@ -338,6 +339,8 @@ func (r *row) checkMetric() error {
 		return fmt.Errorf("metric %s: a family by key has one label", r.name)
 	case r.shape == scalar && len(r.labels) != 0:
 		return fmt.Errorf("metric %s: a plain field has no labels", r.name)
+	case r.shape == derived:
+		return fmt.Errorf("metric %s: neither a field nor samples", r.name)
 	}
 	return nil
 }
