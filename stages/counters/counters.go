@@ -163,15 +163,16 @@ type Snapshot struct {
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() Snapshot {
 	snap := Snapshot{Latency: s.Latency.snapshot()}
+	live, to := reflect.ValueOf(s).Elem(), reflect.ValueOf(&snap).Elem()
 	for _, r := range rows {
 		if r.shape == scalar {
-			r.load(s, &snap)
+			r.load(live, to)
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range statsKeyed {
-		r.in(&snap).Set(reflect.ValueOf(load(s.keyed[r.field])))
+		to.Field(r.snap).Set(reflect.ValueOf(load(s.keyed[r.field])))
 	}
 	snap.Durable = s.readDurable()
 	return snap

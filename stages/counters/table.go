@@ -348,43 +348,37 @@ func (r *row) checkMetric() error {
 // in is the row's field in s.
 func (r *row) in(s *Snapshot) reflect.Value { return reflect.ValueOf(s).Elem().Field(r.snap) }
 
-// load copies the row's scalar from st into s.
-func (r *row) load(st *Stats, s *Snapshot) {
-	switch c := reflect.ValueOf(st).Elem().Field(r.live).Addr().Interface().(type) {
+// load copies the row's scalar from live, a Stats, into snap, a Snapshot.
+func (r *row) load(live, snap reflect.Value) {
+	switch c := live.Field(r.live).Addr().Interface().(type) {
 	case *atomic.Uint64:
-		r.in(s).SetUint(c.Load())
+		snap.Field(r.snap).SetUint(c.Load())
 	case *atomic.Int64:
-		r.in(s).SetInt(c.Load())
+		snap.Field(r.snap).SetInt(c.Load())
 	}
 }
 
 // add sums the row's field of o into s.
 func (r *row) add(s, o *Snapshot) {
 	dst, src := r.in(s), r.in(o)
-	switch {
-	case r.shape == keyed:
-		if dst.IsNil() {
-			dst.Set(reflect.MakeMap(dst.Type()))
-		}
-		for it := src.MapRange(); it.Next(); {
-			sum := reflect.New(dst.Type().Elem()).Elem()
-			if old := dst.MapIndex(it.Key()); old.IsValid() {
-				sum.Set(old)
-			}
-			addValue(sum, it.Value())
-			dst.SetMapIndex(it.Key(), sum)
-		}
-	default:
-		addValue(dst, src)
+	switch d := dst.Addr().Interface().(type) {
+	case *map[string]uint64:
+		addInto(d, src.Interface().(map[string]uint64))
+	case *map[string]int64:
+		addInto(d, src.Interface().(map[string]int64))
+	case *int64:
+		*d += src.Int()
+	case *uint64:
+		*d += src.Uint()
 	}
 }
 
-// addValue adds src to dst, both uint64 or both int64.
-func addValue(dst, src reflect.Value) {
-	if dst.Kind() == reflect.Int64 {
-		dst.SetInt(dst.Int() + src.Int())
-	} else {
-		dst.SetUint(dst.Uint() + src.Uint())
+func addInto[V uint64 | int64](dst *map[string]V, src map[string]V) {
+	if *dst == nil {
+		*dst = map[string]V{}
+	}
+	for k, v := range src {
+		(*dst)[k] += v
 	}
 }
 
