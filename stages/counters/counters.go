@@ -134,7 +134,10 @@ func (s *Stats) IdentityRefused(identity string) *atomic.Uint64 {
 	return s.counter("IdentityRefused", identity)
 }
 
-// Snapshot is a consistent-enough copy of the counters for logging and tests.
+// Snapshot is a consistent-enough copy of the counters for logging and tests,
+// and what a worker sends the supervisor as JSON. Each field but Latency
+// and Durable is a row of the table in table.go, under the name of its
+// field in Stats.
 type Snapshot struct {
 	Connections, Refused, Received uint64
 	HealthChecks, Incomplete       uint64

@@ -66,10 +66,6 @@ type metricDesc struct {
 	labels     []string
 }
 
-func desc(name, help string, labels ...string) *metricDesc {
-	return &metricDesc{name: "nsca_" + name, help: help, labels: labels}
-}
-
 // exposition accumulates samples in the text format. The samples of one
 // family are written together under one HELP and TYPE, in the order the
 // families were first given samples, however the samples were interleaved.

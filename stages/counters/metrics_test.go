@@ -244,3 +244,8 @@ func TestLatencySnapshotAdd(t *testing.T) {
 		t.Errorf("%d buckets of an empty histogram, want %d", n, len(LatencyBounds)+1)
 	}
 }
+
+// desc is a family under the nsca_ prefix, for tests of the exposition.
+func desc(name, help string, labels ...string) *metricDesc {
+	return &metricDesc{name: "nsca_" + name, help: help, labels: labels}
+}
