@@ -12,7 +12,8 @@ import (
 
 // update rewrites the golden files from the code under test. The files in
 // testdata were written by the code before the counters became a table, so
-// that these tests prove the table renders the same bytes.
+// that these tests prove the table renders the same bytes. A new row
+// changes them on purpose: rewrite them with -update and read the diff.
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // golden compares got with testdata/name, or rewrites it with -update.
