@@ -13,7 +13,7 @@
 # stopped by its PID.
 #
 # `bench-engines.sh side` is issue 24's side by side instead, printed as one
-# report with ratios and targets (`nsca-bench report --issue 24`):
+# report with ratios and targets (`nsca-bench report --engines`):
 #  - saturation: methods 3, 2, 14, 8 and 4, clients that encrypt ahead
 #    (`nsca-bench --ahead`: every packet encrypted before the measured part,
 #    which only writes them), ours with the default engine (auto) with
@@ -31,7 +31,7 @@
 # The daemons of one workload run in turn, ENGINE_REPS rounds of them, so
 # each comparison is of interleaved runs. ENGINE_D defaults to 3s here;
 # STOCK_NSCA names stock (default /usr/sbin/nsca); ENGINE_KEEP=DIR keeps
-# the JSON results and floors there (`nsca-bench report --issue 24
+# the JSON results and floors there (`nsca-bench report --engines
 # --results DIR/results.jsonl --floor DIR/floor.txt` prints the report
 # again). About 20 minutes on 2 cores with the defaults.
 set -euo pipefail
@@ -261,5 +261,5 @@ if [ -n "${ENGINE_KEEP:-}" ]; then
   mkdir -p "$ENGINE_KEEP" && cp "$RESULTS" "$FLOORS" "$ENGINE_KEEP"/ && echo "results kept in $ENGINE_KEEP"
 fi
 echo
-"$BENCH" report --issue 24 --results "$RESULTS" --floor "$FLOORS"
+"$BENCH" report --engines --results "$RESULTS" --floor "$FLOORS"
 echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"

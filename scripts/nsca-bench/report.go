@@ -20,7 +20,7 @@ func reportMain(args []string) int {
 	fs := flag.NewFlagSet("nsca-bench report", flag.ContinueOnError)
 	results := fs.String("results", "", "JSON lines written by nsca-bench --json")
 	floorFile := fs.String("floor", "", "output of go test -bench BenchmarkDecryptFrom ./cgo/mcrypt")
-	issue := fs.Int("issue", 0, "24: print issue 24's side by side (bench-engines.sh side) instead")
+	engines := fs.Bool("engines", false, "print the side by side of the decryption engines (bench-engines.sh side) instead")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -36,7 +36,7 @@ func reportMain(args []string) int {
 			return 1
 		}
 	}
-	if *issue == 24 {
+	if *engines {
 		printEngineSide(os.Stdout, rs, floor)
 		return 0
 	}
