@@ -10,6 +10,13 @@
 # missed. A missing floor_server.c or an unset NSCA_FAST_CPP
 # skips that daemon with a note.
 #
+# BENCH_NSCA_BEFORE=/path/to/nsca adds that binary (another build of
+# nsca_fast, e.g. main's) to the side by side of workloads b, a, c3, c14
+# and c8, as "nsca_fast before" and "nsca_fast before w=2", each run right
+# after the same run of this checkout's build, with the same config (from
+# this checkout's conf/nsca.cfg): their lines stand together in the Results
+# table and the Details.
+#
 #   NSCA_FAST_CPP=/tmp/nsca_fast_cpp/nsca bash scripts/bench.sh                # ~12 minutes on 2 cores
 #   NSCA_FAST_CPP=/tmp/nsca_fast_cpp/nsca BENCH_QUICK=1 bash scripts/bench.sh  # < 3 minutes
 #
@@ -43,6 +50,7 @@ PASSWORD='bench-password'
 CPP="${NSCA_FAST_CPP:-}"
 FLOOR_SRC="../shared/bench/floor_server.c"
 DISTURBED="${BENCH_DISTURBED:-0.25}"
+BEFORE="${BENCH_NSCA_BEFORE:-}"
 REDO="${BENCH_REDO:-$([ "$QUICK" = 1 ] && echo 0 || echo 1)}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/nsca-bench.XXXXXX")"
@@ -52,6 +60,7 @@ DPID=""     # the daemon running now
 DPORT=""
 PPORT=""    # its pprof port, when profiled
 BPID=""     # a background nsca-bench (profiling runs)
+FAST_BIN="" FAST_LABEL=""  # nsca_fast's binary and label when not this checkout's build
 BENCH="$WORK/nsca-bench"
 . scripts/bench-lib.sh
 
@@ -79,6 +88,10 @@ else
   [ -z "$CPP" ] && echo "NOTE:       NSCA_FAST_CPP is unset: the C++ nsca_fast is skipped (see ../shared/bench/README.md)"
   CPP=""
 fi
+if [ -n "$BEFORE" ]; then
+  [ -x "$BEFORE" ] || { echo "BENCH_NSCA_BEFORE=$BEFORE is not an executable" >&2; exit 2; }
+  echo "before:     $BEFORE (\"nsca_fast before\", w=0 and w=2, in workloads b, a, c3, c14 and c8)"
+fi
 if [ -f "$FLOOR_SRC" ]; then
   echo "floor:      $FLOOR_SRC"
 else
@@ -104,8 +117,9 @@ if [ -f "$FLOOR_SRC" ]; then
 fi
 mkfifo "$FIFO"   # before any daemon starts: stock would otherwise use alternate_dump_file
 
-# start_fast METHOD WORKERS [pprof]: nsca_fast with conf/nsca.cfg's settings,
-# except what must differ on a test machine.
+# start_fast METHOD WORKERS [pprof]: nsca_fast (FAST_BIN, default this
+# checkout's build) with conf/nsca.cfg's settings, except what must differ
+# on a test machine.
 start_fast() {
   local method="$1" workers="$2" pprof="${3:-}" cfg
   DPORT="$("$BENCH" freeport)"
@@ -134,7 +148,7 @@ start_fast() {
     PPORT="$("$BENCH" freeport)"
     args+=(--pprof "127.0.0.1:$PPORT")
   fi
-  "$WORK/nsca" "${args[@]}" > "$WORK/fast-$DPORT.log" 2>&1 &
+  "${FAST_BIN:-$WORK/nsca}" "${args[@]}" > "$WORK/fast-$DPORT.log" 2>&1 &
   DPID=$!
   wait_listen "$DPORT" "$DPID"
 }
@@ -213,16 +227,16 @@ redo() { # the command to repeat when the last run was disturbed
   fi
   return 0
 }
-run_fast_once() { # workload method workers args...
-  local w="$1" m="$2" n="$3"
+run_fast_once() { # workload method workers args...; FAST_LABEL goes with FAST_BIN
+  local w="$1" m="$2" n="$3" label="${FAST_LABEL:-nsca_fast}"
   shift 3
   start_fast "$m" "$n" || { stop_daemon; return 0; }
-  local label="nsca_fast"
-  [ "$n" != 0 ] && label="nsca_fast w=$n"
+  [ "$n" != 0 ] && label="$label w=$n"
   bench "$w" "$label" --method "$m" "$@"
   stop_daemon
 }
 run_fast() { run_fast_once "$@"; redo run_fast_once "$@"; }
+run_before() { [ -n "$BEFORE" ] || return 0; FAST_BIN="$BEFORE" FAST_LABEL="nsca_fast before" run_fast "$@"; }
 run_stock_once() { # workload method mode args...
   local w="$1" m="$2" mode="$3"
   shift 3
@@ -254,15 +268,17 @@ B=(--checks-per-conn 1 --conns 8 --duration "$D")
 C=(--checks-per-conn 10 --conns 4 --duration "$D")
 # all_side WORKLOAD METHOD ARGS...: the side by side of the daemons, each
 # with a fresh process: floor_server (XOR only: it decodes nothing), the C++
-# nsca_fast, ours with nsca_workers=0 and 2, stock --single (and --daemon in
-# full mode).
+# nsca_fast, ours with nsca_workers=0 and 2 (each followed by the binary
+# before, if given), stock --single (and --daemon in full mode).
 all_side() {
   local w="$1" m="$2"
   shift 2
   if [ "$m" = 1 ]; then run_floor "$w" "$@"; fi
   run_cpp "$w" "$m" "$@"
   run_fast "$w" "$m" 0 "$@"
+  run_before "$w" "$m" 0 "$@"
   run_fast "$w" "$m" 2 "$@"
+  run_before "$w" "$m" 2 "$@"
   run_stock "$w" "$m" single "$@"
   [ "$QUICK" = 1 ] || run_stock "$w" "$m" daemon "$@"
 }
