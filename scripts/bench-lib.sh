@@ -7,7 +7,7 @@
 # stop_daemon: ends DPID, and stock --daemon's per-connection children.
 stop_daemon() {
   [ -n "$DPID" ] || return 0
-  local pid="$DPID" kids
+  local pid="$DPID" kids k
   DPID=""
   kids="$(pgrep -P "$pid" 2>/dev/null || true)"
   kill -TERM "$pid" 2>/dev/null || true
