@@ -72,7 +72,7 @@ type run struct {
 	sendEnd        time.Time
 	deadline       time.Time // zero: none (--total only)
 	before, after  usage
-	wall           float64 // seconds from loadStart to the last line (or --drain's end)
+	wall           float64 // seconds from loadStart until the sink was drained
 
 	nextID      atomic.Uint64
 	sentCount   atomic.Uint64
@@ -81,7 +81,7 @@ type run struct {
 	connections atomic.Uint64
 	firstErr    atomic.Pointer[string]
 	nextPrep    atomic.Int64
-	execCPU     time.Duration
+	execCPU     time.Duration // the --exec-client program's
 }
 
 // usage is the CPU time the server's tree, nsca-bench, the other processes
