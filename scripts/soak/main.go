@@ -232,13 +232,16 @@ func (s *soak) stop() error {
 	exited := make(chan error, 1)
 	go func() { exited <- s.daemon.Wait() }()
 	var waitErr error
+	// One deadline for the whole wait: a time.After inside the loop would
+	// start over at every 200 ms collection and never fire.
+	deadline := time.After(60 * time.Second)
 	for done := false; !done; {
 		select {
 		case waitErr = <-exited:
 			done = true
 		case <-time.After(200 * time.Millisecond):
 			s.spoolReader.collect()
-		case <-time.After(60 * time.Second):
+		case <-deadline:
 			s.daemon.Process.Kill()
 			return fmt.Errorf("daemon did not stop within 60 s of SIGTERM")
 		}
