@@ -37,12 +37,10 @@ type AcceptConfig struct {
 	Proxy          bool
 	TrustedProxies []netip.Prefix
 
-	// behind, when set, says the stages after accept cannot take more now
-	// (the read budget is spent, the read stage waits for decrypt, or a
-	// reader has more ready connections than it serves in one round):
-	// no connection is accepted meanwhile, and new clients wait in the
-	// kernel's listen queue, as with stock.
-	behind func() bool
+	// flow, when set, is the read stage's flow control: no connection is
+	// accepted while it is behind, and new clients wait in the kernel's
+	// listen queue, as with stock.
+	flow *flow
 	// handOff, when set, gives a new connection to the read stage directly
 	// (readIntake.register) rather than through out; false means the read
 	// stage took it not.
@@ -58,6 +56,7 @@ type acceptor struct {
 	nextID   atomic.Uint64
 	stopOnce sync.Once
 	stopping atomic.Bool
+	done     chan struct{} // closed by stop
 	// files are the listening sockets registered with Go's network
 	// poller: accept waits there at no cost of its own, and stop wakes it
 	// with a deadline.
@@ -93,7 +92,7 @@ func DupListeners(listeners []int) ([]int, error) {
 // in (inetd's). Closing in stops accepting: that is how a drain starts. out
 // is closed once every goroutine has returned.
 func StartAccept(ctx context.Context, in <-chan int, out chan<- *Conn, cfg AcceptConfig, env Env) error {
-	a := &acceptor{cfg: cfg, stats: env.Stats, log: env.Log}
+	a := &acceptor{cfg: cfg, stats: env.Stats, log: env.Log, done: make(chan struct{})}
 	for _, fd := range cfg.Listeners {
 		a.files = append(a.files, os.NewFile(uintptr(fd), "listener"))
 	}
@@ -131,6 +130,7 @@ func StartAccept(ctx context.Context, in <-chan int, out chan<- *Conn, cfg Accep
 func (a *acceptor) stop() {
 	a.stopOnce.Do(func() {
 		a.stopping.Store(true)
+		close(a.done)
 		for _, f := range a.files {
 			f.SetReadDeadline(time.Unix(1, 0))
 		}
@@ -147,8 +147,8 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 		return
 	}
 	for !a.stopping.Load() {
-		for a.cfg.behind != nil && a.cfg.behind() && !a.stopping.Load() {
-			time.Sleep(acceptBudgetPoll)
+		if a.cfg.flow != nil && !a.cfg.flow.waitRoom(ctx, a.done) {
+			return
 		}
 		var fd int
 		var peer netip.AddrPort

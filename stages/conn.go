@@ -34,14 +34,9 @@ type Conn struct {
 	bytesRead      uint64
 	windowStart    int64  // unix nanoseconds when the current progress window began
 	windowBytes    uint64 // bytesRead when it began
-	// inflight is what was read and not yet consumed by decrypt (see
-	// readBudget); paused is set while the reader does not poll the socket
-	// for want of budget.
-	inflight atomic.Int64
-	paused   atomic.Bool
-	// heldBack: paused while the global budget was spent, which holds
-	// back the accept stage (readBudget.heldBack); the reader's alone.
-	heldBack bool
+	// flow is the connection's share of the flow control; only flow's
+	// methods touch it.
+	flow connFlow
 
 	// Decrypt stage. decryptShard is its dispatcher's (connBalancer).
 	decryptShard int
@@ -74,6 +69,18 @@ type Conn struct {
 	// of the same connection are dropped instead of delivered, as stock does
 	// by closing the connection at the first bad packet.
 	rejected atomic.Bool
+}
+
+// connFlow is what a connection holds of its front end's flow control.
+type connFlow struct {
+	// inflight is what was taken and not yet given back; paused is set
+	// while the reader does not poll the socket for want of budget.
+	inflight atomic.Int64
+	paused   atomic.Bool
+	// heldBack: paused while the global budget was spent, which holds
+	// back the accept stage (flow.heldBack); its reader's goroutine alone
+	// changes it.
+	heldBack bool
 }
 
 // chunk carries bytes read from one connection, in order. eof marks the

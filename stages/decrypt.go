@@ -32,6 +32,10 @@ type DecryptConfig struct {
 	// is done: out then has other senders (the nsca-ng listener), and the
 	// last of them closes it.
 	Closed func()
+
+	// flow, when set, is the read stage's flow control: decrypt gives back
+	// each chunk it consumed and says what decrypting costs.
+	flow *flow
 }
 
 // CipherConfig says how clients encrypt and what decrypts: the stage runs
@@ -121,6 +125,7 @@ type decrypter struct {
 	log         *counters.RateLog
 	diag        *diagnose.Diagnoser
 	clients     *diagnose.Registry
+	flow        *flow // DecryptConfig.flow
 }
 
 // keyed is a Candidate ready to decrypt in one decrypt goroutine.
@@ -163,7 +168,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 			closeDecrypters(ds)
 			return err
 		}
-		d.diag, d.clients = env.Diagnose, env.Clients
+		d.diag, d.clients, d.flow = env.Diagnose, env.Clients, dcfg.flow
 		ds[i] = d
 	}
 	startSharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
@@ -233,8 +238,8 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 	for ch := range in {
 		if ch.buf != nil {
 			d.feed(ctx, ch.conn, ch.buf, ch.readAt, out)
-			if r := ch.conn.reader; r != nil {
-				r.budget.release(ch.conn, cap(ch.buf))
+			if d.flow != nil {
+				d.flow.giveBack(ch.conn, cap(ch.buf))
 			}
 			putBuf(ch.buf)
 		}
@@ -281,8 +286,8 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt
 		d.decryptSliced(c, buf)
 		took := time.Since(start)
 		d.stats.DecryptNanos.Add(uint64(took))
-		if r := c.reader; r != nil {
-			r.budget.observe(len(buf), took)
+		if d.flow != nil {
+			d.flow.observe(len(buf), took)
 		}
 	}
 	for len(buf) > 0 && !c.discard {

@@ -83,6 +83,12 @@ type NGConfig struct {
 	// Grace is how long open sessions may go on after Stop.
 	Grace time.Duration
 	Debug bool
+
+	// flow is the listener's flow control: the bytes of the commands its
+	// sessions handed on and have no outcome for yet, and the gate of its
+	// accept, closed while the queue it feeds (out) is full. Nil: StartNG
+	// makes its own.
+	flow *flow
 }
 
 // ngServer is the nsca-ng listener: one accept goroutine, cfg.Threads
@@ -101,6 +107,7 @@ type ngServer struct {
 	nextID   atomic.Uint64
 	commands chan ngCommand
 	stop     chan struct{}
+	flow     *flow
 	// acceptDone is set once no connection will be dealt to a worker.
 	acceptDone atomic.Bool
 }
@@ -134,8 +141,11 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 		ln.Close()
 		return fmt.Errorf("%w: %w", ErrNG, err)
 	}
+	if cfg.flow == nil {
+		cfg.flow = newFlow(1, 1, func() bool { return len(out) == cap(out) })
+	}
 	s := &ngServer{cfg: cfg, ctx: tlsCtx, ln: ln, out: out, stats: env.Stats, log: env.Log,
-		commands: make(chan ngCommand, 64), stop: stop}
+		commands: make(chan ngCommand, 64), stop: stop, flow: cfg.flow}
 	for i := 0; i < max(cfg.Threads, 1); i++ {
 		w, err := newNGWorker(s)
 		if err != nil {
@@ -223,7 +233,9 @@ func NGListen(address string) (*os.File, error) {
 }
 
 // accept takes connections off the listener and deals them to the
-// workers in turn.
+// workers in turn. While the flow is behind (the pipeline's queue is full)
+// it accepts none, and new clients wait in the listen queue, as
+// send_nsca's do.
 func (s *ngServer) accept(ctx context.Context) {
 	rc, err := s.ln.SyscallConn()
 	if err != nil {
@@ -232,6 +244,10 @@ func (s *ngServer) accept(ctx context.Context) {
 	}
 	next := 0
 	for {
+		if !s.flow.waitRoom(ctx, s.stop) {
+			s.acceptBacklog(rc, next)
+			return
+		}
 		var fd int
 		var peer netip.AddrPort
 		var aerr error
@@ -244,19 +260,7 @@ func (s *ngServer) accept(ctx context.Context) {
 				glog.Errorf("nsca-ng: accept: %v", err)
 				return
 			}
-			// Stopped: what is in the backlog already is served here.
-			rc.Control(func(lfd uintptr) {
-				for {
-					fd, peer, aerr := rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-					switch aerr {
-					case nil:
-						next = s.admit(fd, peer, next)
-					case syscall.EINTR, syscall.ECONNABORTED:
-					default:
-						return
-					}
-				}
-			})
+			s.acceptBacklog(rc, next)
 			return
 		}
 		switch aerr {
@@ -273,6 +277,22 @@ func (s *ngServer) accept(ctx context.Context) {
 		}
 		next = s.admit(fd, peer, next)
 	}
+}
+
+// acceptBacklog serves, once stopped, what is in the backlog already.
+func (s *ngServer) acceptBacklog(rc syscall.RawConn, next int) {
+	rc.Control(func(lfd uintptr) {
+		for {
+			fd, peer, aerr := rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			switch aerr {
+			case nil:
+				next = s.admit(fd, peer, next)
+			case syscall.EINTR, syscall.ECONNABORTED:
+			default:
+				return
+			}
+		}
+	})
 }
 
 // admit refuses a new connection or deals it to worker next, and returns
@@ -571,6 +591,9 @@ type ngSession struct {
 	// edge-triggered polling, new input brings an event.
 	drained bool
 	ended   bool
+	// handedOn is the size of the command waiting for its outcome, which
+	// the flow counts.
+	handedOn int
 }
 
 // who names the session in messages as nsca-ng does: identity@address.
@@ -869,10 +892,7 @@ func (s *ngSession) push(data []byte) {
 		}
 		// A writer that is behind makes this wait, as a full pipeline
 		// makes every stage wait.
-		if send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) {
-			s.state = ngWait
-			s.w.inflight++
-		}
+		s.handOn(len(data), func() bool { return send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) })
 		return
 	}
 	t := cmd.Time
@@ -883,14 +903,28 @@ func (s *ngSession) push(data []byte) {
 	p := Packet{Conn: s.conn, NG: &NGResult{Result: *cmd.Result, Time: t, Ack: func(err error) {
 		w.post(ngEvent{s: s, ack: true, err: err})
 	}}}
-	if send(w.ctx, srv.out, p) {
-		s.state = ngWait
-		w.inflight++
+	s.handOn(len(data), func() bool { return send(w.ctx, srv.out, p) })
+}
+
+// handOn hands a pushed command of n bytes on with send, which blocks
+// while the queue is full, and has the session wait for its outcome. The
+// flow counts the command until then: one at a time per session, which
+// reads nothing meanwhile.
+func (s *ngSession) handOn(n int, send func() bool) {
+	flow := s.w.srv.flow
+	flow.take(s.conn, n)
+	if !send() {
+		flow.giveBack(s.conn, n)
+		return
 	}
+	s.state, s.handedOn = ngWait, n
+	s.w.inflight++
 }
 
 // outcome answers the command the session waited for.
 func (s *ngSession) outcome(err error) {
+	s.w.srv.flow.giveBack(s.conn, s.handedOn)
+	s.handedOn = 0
 	s.w.inflight--
 	if s.ended {
 		return

@@ -34,9 +34,9 @@ type ReadConfig struct {
 	// PROXY header.
 	Allowed []netip.Prefix
 
-	// budget bounds what is read ahead of the decrypt stage; shared with
-	// the accept stage. Nil: StartRead makes its own.
-	budget *readBudget
+	// flow bounds what is read ahead of the decrypt stage, which gives it
+	// back, and gates the accept stage. Nil: StartRead makes its own.
+	flow *flow
 	// ChunkSize is the largest read, chunkSize when 0: one hand-off to
 	// decrypt per chunk, so a slow cipher (libmcrypt's) gets larger ones,
 	// a connection's whole burst.
@@ -84,13 +84,13 @@ type reader struct {
 	log    *counters.RateLog
 	epoll  *epollSet
 	wakefd int
-	budget *readBudget
+	flow   *flow
 	// paused are the connections not polled for want of budget; only the
 	// loop goroutine touches it.
 	paused map[*Conn]struct{}
 	// saturated is set while epoll reports more ready connections than the
 	// reader takes in one round; the loop goroutine owns it and counts it
-	// in budget.saturatedReaders.
+	// in flow.saturate.
 	saturated bool
 
 	mu       sync.Mutex
@@ -144,8 +144,8 @@ func (r *reader) wakeLocked() {
 // connections have ended or used up their grace.
 func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadConfig, env Env) error {
 	n := max(cfg.Readers, 1)
-	if cfg.budget == nil {
-		cfg.budget = newReadBudget(1, 1)
+	if cfg.flow == nil {
+		cfg.flow = newFlow(1, 1, nil)
 	}
 	readers := make([]*reader, 0, n)
 	for range n {
@@ -181,7 +181,7 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadC
 // newReader makes a reader's epoll instance and its wake-up eventfd.
 func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
 	cfg.ChunkSize = cmp.Or(cfg.ChunkSize, chunkSize)
-	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
+	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*Conn{}, flow: cfg.flow, paused: map[*Conn]struct{}{}}
 	var err error
 	if r.epoll, err = newEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
@@ -192,7 +192,7 @@ func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*r
 		r.close()
 		return nil, fmt.Errorf("stages: read: %w", err)
 	}
-	r.budget.register(r)
+	r.flow.register(r)
 	return r, nil
 }
 
@@ -263,11 +263,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 		// round serves: the accept stage holds back new ones meanwhile.
 		if full := n == len(events); full != r.saturated {
 			r.saturated = full
-			if full {
-				r.budget.saturatedReaders.Add(1)
-			} else {
-				r.budget.saturatedReaders.Add(-1)
-			}
+			r.flow.saturate(full)
 		}
 		if err != nil && err != unix.EINTR {
 			glog.Errorf("read: epoll_wait: %v", err)
@@ -351,7 +347,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 		return send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	for reads := 0; reads < maxReadsPerEvent; {
-		if r.budget.connSpent(c) {
+		if r.flow.connSpent(c) {
 			if flush() {
 				r.pause(c)
 			}
@@ -369,7 +365,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			// The budget counts the buffer, not the bytes: a short read in a
 			// large buffer pins all of it.
 			b := shrinkChunk(buf, n)
-			r.budget.take(c, cap(b))
+			r.flow.take(c, cap(b))
 			if !flush() {
 				return
 			}
@@ -403,7 +399,7 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 		if c.windowStart >= limit {
 			continue
 		}
-		if c.paused.Load() || c.inflight.Load() > 0 {
+		if r.flow.waiting(c) {
 			// Waiting for us, not slow: its bytes are in the pipeline or
 			// in the socket, held back by the read budget.
 			c.windowStart, c.windowBytes = now.UnixNano(), c.bytesRead
@@ -434,41 +430,28 @@ func (r *reader) pause(c *Conn) {
 	if err := r.epoll.remove(c.fd); err != nil {
 		return // not in the set: nothing to pause
 	}
-	c.paused.Store(true)
 	r.paused[c] = struct{}{}
-	if r.budget.spent() {
-		c.heldBack = true
-		r.budget.heldBack.Add(1)
-	}
+	r.flow.pause(c)
 }
 
 // unpause forgets that c was paused.
 func (r *reader) unpause(c *Conn) {
 	delete(r.paused, c)
-	c.paused.Store(false)
-	r.release(c)
-}
-
-// release stops counting c as held back by the global budget.
-func (r *reader) release(c *Conn) {
-	if c.heldBack {
-		c.heldBack = false
-		r.budget.heldBack.Add(-1)
-	}
+	r.flow.unpause(c)
 }
 
 // resume polls again the paused connections the budget allows. One that
 // still waits for its own budget no longer waits for the global one, so it
-// stops holding back the accept stage: it used to until decrypt consumed
-// its chunk, and accept, greeting nobody meanwhile, left the CPUs idle
-// with every client waiting for an init packet.
+// stops holding back the accept stage: were it to hold accept back until
+// decrypt consumed its chunk, accept would greet nobody meanwhile and leave
+// the CPUs idle with every client waiting for an init packet.
 func (r *reader) resume() {
-	if len(r.paused) == 0 || r.budget.spent() {
+	if len(r.paused) == 0 || r.flow.spent() {
 		return
 	}
 	for c := range r.paused {
-		if r.budget.connSpent(c) {
-			r.release(c)
+		if r.flow.connSpent(c) {
+			r.flow.release(c)
 			continue
 		}
 		r.unpause(c)
@@ -535,7 +518,7 @@ func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, w
 	r.mu.Lock()
 	delete(r.conns, int32(c.fd))
 	r.mu.Unlock()
-	if c.paused.Load() {
+	if _, paused := r.paused[c]; paused {
 		r.unpause(c)
 	}
 	// close() also takes the socket out of the epoll set: no descriptor of
@@ -616,7 +599,9 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 		// A client that did not wait for its init packet.
 		c.bytesRead += uint64(len(rest))
 		b := getBuf(r.cfg.ChunkSize)
-		return send(ctx, out, chunk{conn: c, buf: shrinkChunk(b, copy(b, rest)), readAt: r.readAt})
+		b = shrinkChunk(b, copy(b, rest))
+		r.flow.take(c, cap(b))
+		return send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	return true
 }

@@ -62,8 +62,8 @@ func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, readAt int6
 		k, hopeless := d.trial(c, c.cur[:c.curN])
 		took := time.Since(start)
 		d.stats.DecryptNanos.Add(uint64(took))
-		if r := c.reader; r != nil {
-			r.budget.observe(c.curN, took)
+		if d.flow != nil {
+			d.flow.observe(c.curN, took)
 		}
 		switch {
 		case k != nil:

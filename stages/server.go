@@ -270,12 +270,12 @@ func (s *Server) run(inetdFD int) error {
 	// The decrypt goroutines run at once as far as this process has CPUs
 	// (GOMAXPROCS is no measure of that: it has a P more for each
 	// goroutine in C calls).
-	budget := newReadBudget(min(threads, cfg.CPUShare()), cfg.Workers)
+	flow := newFlow(min(threads, cfg.CPUShare()), cfg.Workers, func() bool { return len(chunks) == cap(chunks) })
 	s.acceptCfg.Listeners = s.listeners
-	s.acceptCfg.behind = func() bool { return budget.behind() || len(chunks) == cap(chunks) }
+	s.acceptCfg.flow = flow
 	intake := &readIntake{}
 	s.acceptCfg.handOff = intake.register
-	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, budget: budget, intake: intake}
+	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, flow: flow, intake: intake}
 	if s.cipher.callsC() {
 		// libmcrypt costs 50 µs to 1 ms a packet: a connection's whole
 		// burst is one read and one hand-off to decrypt, which calls C in
@@ -297,7 +297,11 @@ func (s *Server) run(inetdFD int) error {
 				close(packets)
 			}
 		}
-		ngStart = func() error { return StartNG(ctx, s.ngStop, packets, closePackets, *s.ng, env) }
+		ng := *s.ng
+		// The listener's own flow: its sessions need no decrypting, and
+		// wait only for the queue they feed.
+		ng.flow = newFlow(1, cfg.Workers, func() bool { return len(packets) == cap(packets) })
+		ngStart = func() error { return StartNG(ctx, s.ngStop, packets, closePackets, ng, env) }
 	}
 	starts := []struct {
 		start func() error
@@ -315,7 +319,7 @@ func (s *Server) run(inetdFD int) error {
 			closePackets()
 		}},
 		{func() error {
-			return StartDecrypt(ctx, chunks, packets, DecryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: closePackets}, env)
+			return StartDecrypt(ctx, chunks, packets, DecryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: closePackets, flow: flow}, env)
 		}, func() { close(chunks) }},
 		{func() error { return StartRead(ctx, conns, chunks, readCfg, env) }, func() { close(conns) }},
 		{func() error { return StartAccept(ctx, s.adopt, conns, s.acceptCfg, env) }, nil},

@@ -91,7 +91,7 @@ func BenchmarkReadStage(b *testing.B) {
 		}
 		got += len(ch.buf)
 		if r := ch.conn.reader; r != nil && !ch.eof {
-			r.budget.release(ch.conn, cap(ch.buf))
+			r.flow.giveBack(ch.conn, cap(ch.buf))
 		}
 		if ch.buf != nil {
 			putBuf(ch.buf)
