@@ -130,9 +130,9 @@ type ShortPacket struct {
 // bytes. The large size is the read stage's: ChunkSize for XOR and the fast
 // native ciphers, the per-connection budget (one hand-off per connection's
 // burst) for libmcrypt's. A send_nsca packet read alone into that 64 KiB
-// buffer used to count 64 KiB: with 3DES five such connections spent the
-// whole budget (35 ms of decrypting, about 300 KiB), and accept and every
-// read waited while the CPUs had nothing to decrypt.
+// buffer would otherwise count 64 KiB: with 3DES five such connections
+// would spend the whole budget (35 ms of decrypting, about 300 KiB), and
+// accept and every read would wait while the CPUs had nothing to decrypt.
 // They come from the same per-capacity pools as packet buffers.
 const (
 	chunkSize      = 16 << 10

@@ -119,9 +119,6 @@ func (c *Conn) requestClose() {
 	r.wakeLocked()
 }
 
-// wakeLocked interrupts the reader's epoll_wait. It runs under r.mu, so it
-// cannot write to the eventfd after the reader closed it (and the number
-// went to another file).
 // wake interrupts the reader's epoll_wait from another goroutine.
 func (r *reader) wake() {
 	r.mu.Lock()
@@ -129,6 +126,9 @@ func (r *reader) wake() {
 	r.wakeLocked()
 }
 
+// wakeLocked interrupts the reader's epoll_wait. It runs under r.mu, so it
+// cannot write to the eventfd after the reader closed it (and the number
+// went to another file).
 func (r *reader) wakeLocked() {
 	if r.exited {
 		return

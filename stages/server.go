@@ -99,10 +99,10 @@ func openFilesLimit() uint64 {
 	return rl.Cur
 }
 
-// MaxConnections is max_connections, or, when it is 0, a limit sized for the
+// connectionLimit is max_connections, or, when it is 0, a limit sized for the
 // machine: what the open files limit allows, less some descriptors for the
 // daemon's own files (sinks, epoll, pipes), and at least 1024.
-func MaxConnections(cfg *conf.Config, nofile uint64) int {
+func connectionLimit(cfg *conf.Config, nofile uint64) int {
 	if cfg.MaxConnections > 0 {
 		return cfg.MaxConnections
 	}
@@ -173,7 +173,7 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.allowed = allowed
-	s.acceptCfg = AcceptConfig{MaxConnections: MaxConnections(cfg, openFilesLimit()), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
+	s.acceptCfg = AcceptConfig{MaxConnections: connectionLimit(cfg, openFilesLimit()), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
 	if s.listeners, err = DupListeners(listeners); err != nil {
 		sink.CloseDestinations(dests)
 		return nil, err
@@ -225,13 +225,15 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*NGConfig, error) {
 
 // Run starts every stage and blocks until the pipeline has drained: after
 // Shutdown, once every connection has ended and every result was written.
-func (s *Server) Run() error { return s.run(-1) }
+func (s *Server) Run() error { return s.serve(-1) }
 
 // ServeOne serves the one connection on fd, as under inetd, and returns once
 // its results are written. The server needs no listening socket for it.
-func (s *Server) ServeOne(fd int) error { return s.run(fd) }
+func (s *Server) ServeOne(fd int) error { return s.serve(fd) }
 
-func (s *Server) run(inetdFD int) error {
+// serve runs the pipeline, with the connection inetdFD when it is not -1
+// (and then without accepting), until it has drained.
+func (s *Server) serve(inetdFD int) error {
 	ctx, cfg := s.ctx, s.cfg
 	depth := max(cfg.QueueSize, 1)
 	conns := make(chan *Conn, depth)
