@@ -30,9 +30,9 @@ type ReadConfig struct {
 	// packet), bounded by the larger of Grace and Timeout from the start of
 	// the drain; an idle one is closed.
 	Grace time.Duration
-	// Allowed is allowed_hosts, applied here to the client address of a
-	// PROXY header.
-	Allowed []netip.Prefix
+	// admission lets in the client a PROXY header names; shared with the
+	// accept stage.
+	admission *admission
 
 	// flow bounds what is read ahead of the decrypt stage, which gives it
 	// back, and gates the accept stage. Nil: StartRead makes its own.
@@ -580,20 +580,13 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 		return false
 	}
 	c.Via, c.Peer = c.Peer, src
-	if len(r.cfg.Allowed) > 0 && !allowed(r.cfg.Allowed, src.Addr()) {
-		r.stats.Refused.Add(1)
-		r.log.Warningf(src.Addr().String(), "refused connection from %s (via %s): not in allowed_hosts", src, c.Via)
-		r.closeConn(ctx, c, out, "refused")
+	c.awaitingHeader = false
+	if why := r.cfg.admission.admit(c); why != "" {
+		r.closeConn(ctx, c, out, why)
 		return false
 	}
-	if err := c.greet(); err != nil {
-		r.log.Warningf(src.Addr().String(), "closing connection from %s (via %s): %v", src, c.Via, err)
-		r.closeConn(ctx, c, out, "init packet")
-		return false
-	}
-	r.stats.Connections.Add(1)
 	rest := c.header[size:]
-	c.awaitingHeader, c.header = false, nil
+	c.header = nil
 	c.windowStart, c.windowBytes = time.Now().UnixNano(), c.bytesRead
 	if len(rest) > 0 {
 		// A client that did not wait for its init packet.

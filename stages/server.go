@@ -41,7 +41,8 @@ type Server struct {
 	stopOnce sync.Once
 	replaced atomic.Bool
 	cipher   CipherConfig
-	allowed  []netip.Prefix // allowed_hosts, for clients behind a PROXY header
+	// admission lets clients in, at accept and after a PROXY header.
+	admission *admission
 
 	ctx   context.Context
 	abort context.CancelFunc
@@ -172,8 +173,8 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 		sink.CloseDestinations(dests)
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	s.allowed = allowed
-	s.acceptCfg = AcceptConfig{MaxConnections: connectionLimit(cfg, openFilesLimit()), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
+	s.admission = &admission{maxConns: connectionLimit(cfg, openFilesLimit()), allowed: allowed, proxy: cfg.ProxyProtocol, trusted: trusted, stats: s.Stats, log: s.log}
+	s.acceptCfg = AcceptConfig{admission: s.admission}
 	if s.listeners, err = DupListeners(listeners); err != nil {
 		sink.CloseDestinations(dests)
 		return nil, err
@@ -277,7 +278,7 @@ func (s *Server) serve(inetdFD int) error {
 	s.acceptCfg.flow = flow
 	intake := &readIntake{}
 	s.acceptCfg.handOff = intake.register
-	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, flow: flow, intake: intake}
+	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, admission: s.admission, flow: flow, intake: intake}
 	if s.cipher.callsC() {
 		// libmcrypt costs 50 µs to 1 ms a packet: a connection's whole
 		// burst is one read and one hand-off to decrypt, which calls C in
