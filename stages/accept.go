@@ -189,7 +189,7 @@ func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 // admit lets a new connection in (see admission.admit) and passes it on.
 // It returns false only when the pipeline is torn down.
 func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
-	c := &Conn{Peer: peer, fd: fd, awaitingHeader: a.cfg.admission.proxy}
+	c := &Conn{connIdentity: connIdentity{Peer: peer}, read: connRead{fd: fd, awaitingHeader: a.cfg.admission.proxy}}
 	if a.cfg.admission.admit(c) != "" {
 		unix.Close(fd)
 		return true

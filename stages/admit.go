@@ -40,7 +40,7 @@ func (g *admission) admit(c *Conn) string {
 		g.log.Eventf("were refused", c.Peer.Addr().String(), "refused connection from %s: %s", c.who(), why)
 		return "refused"
 	}
-	if c.awaitingHeader {
+	if c.read.awaitingHeader {
 		return ""
 	}
 	if err := c.greet(); err != nil {
@@ -59,7 +59,7 @@ func (g *admission) admit(c *Conn) string {
 func (g *admission) refusal(c *Conn) string {
 	ip := c.Peer.Addr()
 	switch {
-	case c.awaitingHeader:
+	case c.read.awaitingHeader:
 		if !allowed(g.trusted, ip) {
 			return "not in proxy_protocol_trusted"
 		}
@@ -109,7 +109,7 @@ func (c *Conn) greet() error {
 	nextIV(&c.IV)
 	var init [codec.InitSize]byte
 	codec.InitPacket(init[:], c.IV[:], c.InitTime)
-	if n, err := rawsys.Write(c.fd, init[:]); n != len(init) {
+	if n, err := rawsys.Write(c.read.fd, init[:]); n != len(init) {
 		return fmt.Errorf("sending the init packet: wrote %d of %d bytes: %v", n, len(init), err)
 	}
 	return nil

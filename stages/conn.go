@@ -11,43 +11,60 @@ import (
 	"nsca_fast/stages/diagnose"
 )
 
-// Conn is one client connection. Fields are grouped by the stage that owns
-// them: a field is only touched by its owner, and a connection is owned by
-// exactly one goroutine of each stage (connections are sharded by ID), which
-// is what keeps one client's results in order without locks.
+// Conn is one client connection. Its fields are grouped by the stage that
+// owns them: a group is only written by its owner, and a connection is
+// owned by exactly one goroutine of each stage (connections are sharded by
+// ID), which is what keeps one client's results in order without locks.
 type Conn struct {
-	// Set by accept (or by read, after a PROXY header), read-only afterwards.
-	ID       uint64
-	Peer     netip.AddrPort
-	IV       [codec.IVSize]byte
-	InitTime uint32 // the server time sent in the init packet
-
-	// Read stage. With proxy_protocol, Peer, IV and InitTime are set here,
-	// once the header has come, before any other stage sees the connection.
-	awaitingHeader bool
-	header         []byte         // the PROXY header so far
-	Via            netip.AddrPort // the load balancer, when Peer came from a PROXY header
-	fd             int
-	reader         *reader
-	lastActive     int64 // unix nanoseconds of the last byte read
-	closed         bool
-	bytesRead      uint64
-	windowStart    int64  // unix nanoseconds when the current progress window began
-	windowBytes    uint64 // bytesRead when it began
+	connIdentity
+	read     connRead
+	decrypt  connDecrypt
+	validate connValidate
 	// flow is the connection's share of the flow control; only flow's
 	// methods touch it.
 	flow connFlow
 
-	// Decrypt stage. decryptShard is its dispatcher's (connBalancer).
-	decryptShard int
-	packetSize   int    // 0 until the first packet decides it, then one of the accepted sizes
-	cur          []byte // the packet being assembled, decrypted as it arrives
-	curN         int
-	stream       cipher.State // the CFB register of methods 2 and up, running across packets
-	streaming    bool         // stream has been started with the IV
-	key          cipher.Key   // decryption_mode=0: this connection's own key schedule
-	cipherErr    error
-	discard      bool // the first packet had a wrong version: ignore the rest
+	// rejected is set by the stage that refuses a packet, so later packets
+	// of the same connection are dropped instead of delivered, as stock does
+	// by closing the connection at the first bad packet.
+	rejected atomic.Bool
+}
+
+// connIdentity is who the client is: set by accept (or by read, once a
+// PROXY header has come, before any other stage sees the connection),
+// read-only afterwards, and read by every stage.
+type connIdentity struct {
+	ID       uint64
+	Peer     netip.AddrPort
+	Via      netip.AddrPort // the load balancer, when Peer came from a PROXY header
+	IV       [codec.IVSize]byte
+	InitTime uint32 // the server time sent in the init packet
+}
+
+// connRead is the read stage's: the socket and how much the client sent.
+// Accept opens the socket and hands it over; only the reader closes it.
+type connRead struct {
+	fd             int
+	reader         *reader
+	awaitingHeader bool
+	header         []byte // the PROXY header so far
+	lastActive     int64  // unix nanoseconds of the last byte read
+	closed         bool
+	bytesRead      uint64
+	windowStart    int64  // unix nanoseconds when the current progress window began
+	windowBytes    uint64 // bytesRead when it began
+}
+
+// connDecrypt is the decrypt stage's: framing and the cipher's state.
+type connDecrypt struct {
+	packetSize int    // 0 until the first packet decides it, then one of the accepted sizes
+	cur        []byte // the packet being assembled, decrypted as it arrives
+	curN       int
+	stream     cipher.State // the CFB register of methods 2 and up, running across packets
+	streaming  bool         // stream has been started with the IV
+	key        cipher.Key   // decryption_mode=0: this connection's own key schedule
+	cipherErr  error
+	discard    bool // the first packet had a wrong version: ignore the rest
 	// sec is the secret the connection uses: decided by its first packet
 	// when there are several (see choose), read-only once set, and read by
 	// validation for the packets sent after it was set.
@@ -61,14 +78,11 @@ type Conn struct {
 	firstBad bool
 	headN    uint8
 	head     [diagnose.HeadSize]byte
+}
 
-	// Validate stage.
-	checks int
-
-	// rejected is set by the stage that refuses a packet, so later packets
-	// of the same connection are dropped instead of delivered, as stock does
-	// by closing the connection at the first bad packet.
-	rejected atomic.Bool
+// connValidate is the validate stage's.
+type connValidate struct {
+	checks int // the connection's checks so far, for max_checks_per_connection
 }
 
 // connFlow is what a connection holds of its front end's flow control.

@@ -259,15 +259,15 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 // CFB decrypts a prefix the same way as the whole, so nothing is decrypted
 // twice.
 func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
-	if c.discard {
+	if c.decrypt.discard {
 		return
 	}
-	if int(c.headN) < len(c.head) {
-		c.headN += uint8(copy(c.head[c.headN:], buf))
+	if int(c.decrypt.headN) < len(c.decrypt.head) {
+		c.decrypt.headN += uint8(copy(c.decrypt.head[c.decrypt.headN:], buf))
 	}
-	if c.sec == nil {
+	if c.decrypt.sec == nil {
 		if d.order == nil {
-			c.sec = &d.cands[0]
+			c.decrypt.sec = &d.cands[0]
 		} else if buf = d.choose(ctx, c, buf, readAt, out); len(buf) == 0 {
 			return
 		}
@@ -277,10 +277,10 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64,
 
 // feedDecided is feed for a connection whose secret is known.
 func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
-	if c.discard {
+	if c.decrypt.discard {
 		return
 	}
-	sec := c.sec
+	sec := c.decrypt.sec
 	if sec.Engine != nil {
 		start := time.Now()
 		d.decryptSliced(c, buf)
@@ -290,41 +290,41 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt
 			d.flow.observe(len(buf), took)
 		}
 	}
-	for len(buf) > 0 && !c.discard {
-		if c.cur == nil {
-			c.cur = getPacketBuf(d.bufferSize(c))
+	for len(buf) > 0 && !c.decrypt.discard {
+		if c.decrypt.cur == nil {
+			c.decrypt.cur = getPacketBuf(d.bufferSize(c))
 		}
-		target := c.packetSize
+		target := c.decrypt.packetSize
 		if target == 0 {
-			target = d.nextSize(c.curN)
+			target = d.nextSize(c.decrypt.curN)
 		}
-		n := min(target-c.curN, len(buf))
-		seg := c.cur[c.curN : c.curN+n]
+		n := min(target-c.decrypt.curN, len(buf))
+		seg := c.decrypt.cur[c.decrypt.curN : c.decrypt.curN+n]
 		copy(seg, buf[:n])
 		if sec.Method == 1 {
-			sec.xor.Apply(seg, c.IV[:], c.curN) // XOR restarts with every packet
+			sec.xor.Apply(seg, c.IV[:], c.decrypt.curN) // XOR restarts with every packet
 		}
-		c.curN += n
+		c.decrypt.curN += n
 		buf = buf[n:]
-		if c.curN < target {
+		if c.decrypt.curN < target {
 			return
 		}
-		if c.packetSize == 0 {
-			size, decided, valid := d.decideSize(c.cur[:c.curN])
+		if c.decrypt.packetSize == 0 {
+			size, decided, valid := d.decideSize(c.decrypt.cur[:c.decrypt.curN])
 			if !decided {
 				continue
 			}
-			c.packetSize, c.firstBad = size, !valid
+			c.decrypt.packetSize, c.decrypt.firstBad = size, !valid
 			// A wrong version at the start means a wrong password or method:
 			// validation rejects that first packet, and the rest of the
 			// stream cannot be framed into checks, so it is not counted as
 			// more of them.
-			c.discard = int16(binary.BigEndian.Uint16(c.cur)) != codec.Version
+			c.decrypt.discard = int16(binary.BigEndian.Uint16(c.decrypt.cur)) != codec.Version
 		}
-		if c.curN == c.packetSize {
+		if c.decrypt.curN == c.decrypt.packetSize {
 			d.stats.Received.Add(1)
-			p := Packet{Conn: c, Data: c.cur[:c.packetSize], ReadAt: readAt}
-			c.cur, c.curN = nil, 0
+			p := Packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
+			c.decrypt.cur, c.decrypt.curN = nil, 0
 			if !send(ctx, out, p) {
 				return
 			}
@@ -335,8 +335,8 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt
 // bufferSize is the packet buffer c needs: its packet size once decided,
 // before that the largest accepted size.
 func (d *decrypter) bufferSize(c *Conn) int {
-	if c.packetSize != 0 {
-		return c.packetSize
+	if c.decrypt.packetSize != 0 {
+		return c.decrypt.packetSize
 	}
 	return d.sizes[len(d.sizes)-1]
 }
@@ -384,7 +384,7 @@ const cgoSlice = 4 << 10
 // moves the P's schedule tick, which a decrypt goroutine that never waits
 // for input would not.
 func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
-	if !c.sec.callsC {
+	if !c.decrypt.sec.callsC {
 		d.decrypt(c, buf)
 		return
 	}
@@ -401,25 +401,25 @@ func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
 // goroutine's in mode 1. If no key can be made, buf stays as it is and the
 // error is kept for validation to report with the packet it spoils.
 func (d *decrypter) decrypt(c *Conn, buf []byte) {
-	k := c.sec.shared
+	k := c.decrypt.sec.shared
 	if d.cfg.PerConnection {
-		if c.key == nil {
-			if c.cipherErr != nil {
+		if c.decrypt.key == nil {
+			if c.decrypt.cipherErr != nil {
 				return
 			}
 			var err error
-			if c.key, err = c.sec.Engine.NewKey(); err != nil {
-				c.cipherErr = err
+			if c.decrypt.key, err = c.decrypt.sec.Engine.NewKey(); err != nil {
+				c.decrypt.cipherErr = err
 				return
 			}
 		}
-		k = c.key
+		k = c.decrypt.key
 	}
-	if !c.streaming {
-		c.stream.Start(c.sec.Engine, c.IV[:])
-		c.streaming = true
+	if !c.decrypt.streaming {
+		c.decrypt.stream.Start(c.decrypt.sec.Engine, c.IV[:])
+		c.decrypt.streaming = true
 	}
-	k.Decrypt(&c.stream, buf)
+	k.Decrypt(&c.decrypt.stream, buf)
 }
 
 // finish handles the end of a connection. A packet left incomplete is a
@@ -432,11 +432,11 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		why = "client closed"
 	}
 	switch {
-	case c.curN == 0 || c.discard:
-		if c.firstBad || c.unmatched {
+	case c.decrypt.curN == 0 || c.decrypt.discard:
+		if c.decrypt.firstBad || c.decrypt.unmatched {
 			d.diagnose(c, "no secret decrypts its first packet")
 		}
-	case c.bytesRead == uint64(c.curN):
+	case c.read.bytesRead == uint64(c.decrypt.curN):
 		// Every byte the connection sent is in this unfinished packet: it
 		// never sent one whole packet (a slowloris, a port scanner, garbage).
 		// That is a connection that failed, not a check that was lost, so it
@@ -444,28 +444,28 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		// once it sent the last chunk, which came before this call.
 		d.stats.Incomplete.Add(1)
 		if why != "timeout" { // the read stage has logged a timeout already
-			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
+			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.decrypt.curN)
 		}
-		d.clients.Failed(c.Peer.Addr().Unmap(), fmt.Sprintf("connection ended (%s) after %d bytes, before a whole packet", why, c.curN))
+		d.clients.Failed(c.Peer.Addr().Unmap(), fmt.Sprintf("connection ended (%s) after %d bytes, before a whole packet", why, c.decrypt.curN))
 		d.diagnose(c, "ended ("+why+") before a whole packet")
 	default:
-		if c.firstBad || c.unmatched {
+		if c.decrypt.firstBad || c.decrypt.unmatched {
 			d.diagnose(c, "no secret decrypts its first packet")
 		}
 		d.stats.Received.Add(1)
-		size := c.packetSize
+		size := c.decrypt.packetSize
 		if size == 0 {
 			size = d.sizes[0]
 		}
-		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.curN, Want: size, Why: why}})
+		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.decrypt.curN, Want: size, Why: why}})
 	}
-	if c.cur != nil {
-		putBuf(c.cur)
-		c.cur = nil
+	if c.decrypt.cur != nil {
+		putBuf(c.decrypt.cur)
+		c.decrypt.cur = nil
 	}
-	if c.key != nil {
-		c.key.Close()
-		c.key = nil
+	if c.decrypt.key != nil {
+		c.decrypt.key.Close()
+		c.decrypt.key = nil
 	}
 }
 
@@ -476,5 +476,5 @@ func (d *decrypter) diagnose(c *Conn, why string) {
 		return
 	}
 	d.diag.Submit(diagnose.Event{Addr: c.Peer.Addr().Unmap(), IV: c.IV, InitTime: c.InitTime,
-		Head: append([]byte(nil), c.head[:c.headN]...), Total: c.bytesRead, Why: why})
+		Head: append([]byte(nil), c.decrypt.head[:c.decrypt.headN]...), Total: c.read.bytesRead, Why: why})
 }

@@ -90,7 +90,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 					t.Fatalf("callsC = %v with engine %s", d.cands[0].callsC, m.engine)
 				}
 				for _, payload := range append(lengths, 2048) {
-					c := &Conn{ID: 1, reader: &reader{}}
+					c := &Conn{connIdentity: connIdentity{ID: 1}, read: connRead{reader: &reader{}}}
 					for i := range c.IV {
 						c.IV[i] = byte(rng.Uint32())
 					}
@@ -146,7 +146,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 func TestDecryptNoAllocs(t *testing.T) {
 	cfg := chooseCipher(t, "rijndael-128", cipher.EngineNative, CipherConfig{Method: 14, Password: []byte(testPassword)})
 	d, _ := newTestDecrypter(t, cfg)
-	c := &Conn{ID: 1, reader: &reader{}}
+	c := &Conn{connIdentity: connIdentity{ID: 1}, read: connRead{reader: &reader{}}}
 	plain := make([]byte, codec.Size)
 	codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Output: "o"})
 	ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)

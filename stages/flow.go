@@ -126,8 +126,8 @@ func (f *flow) adjust(c *Conn, delta int64) {
 		for _, r := range readers {
 			r.wake()
 		}
-	case c.flow.paused.Load() && conn < f.perConn && c.reader != nil:
-		c.reader.wake()
+	case c.flow.paused.Load() && conn < f.perConn && c.read.reader != nil:
+		c.read.reader.wake()
 	}
 }
 

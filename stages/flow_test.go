@@ -118,7 +118,7 @@ func TestHeldBackEndsWithTheGlobalBudget(t *testing.T) {
 	if err := r.epoll.add(fds[0]); err != nil {
 		t.Fatal(err)
 	}
-	c, other := &Conn{fd: fds[0], reader: r}, &Conn{}
+	c, other := &Conn{read: connRead{fd: fds[0], reader: r}}, &Conn{}
 	b.take(c, readBudgetPerConn) // c's own budget is spent
 	b.take(other, readBudgetMin) // and so is the global one
 	r.pause(c)

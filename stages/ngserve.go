@@ -722,7 +722,7 @@ func (s *ngSession) established() bool {
 		return false
 	}
 	srv.stats.Connections.Add(1)
-	s.conn = &Conn{ID: ngIDBase + srv.nextID.Add(1), Peer: s.peer, fd: -1}
+	s.conn = &Conn{connIdentity: connIdentity{ID: ngIDBase + srv.nextID.Add(1), Peer: s.peer}, read: connRead{fd: -1}}
 	s.state = ngFirst
 	s.lastActive = time.Now()
 	if srv.cfg.Debug {

@@ -753,7 +753,7 @@ func TestRequestCloseAfterReaderExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Conn{ID: 1, fd: sp[0]}
+	c := &Conn{connIdentity: connIdentity{ID: 1}, read: connRead{fd: sp[0]}}
 	stats.Open.Add(1)
 	in <- c
 	close(in)
@@ -774,7 +774,7 @@ func TestRequestCloseAfterReaderExit(t *testing.T) {
 
 	// The read stage is done and has closed its eventfd; simulate the number
 	// being reused, as the next open() in the process would.
-	wakefd := c.reader.wakefd
+	wakefd := c.read.reader.wakefd
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)
@@ -858,7 +858,7 @@ func TestDecryptPerConnection(t *testing.T) {
 				}
 				cfg = chooseCipher(t, alg, engine, cfg)
 				// A Conn as the pipeline has it: on the heap, with its pointers set.
-				c := &Conn{ID: 1, reader: &reader{}}
+				c := &Conn{connIdentity: connIdentity{ID: 1}, read: connRead{reader: &reader{}}}
 				for i := range c.IV {
 					c.IV[i] = byte(i * 7)
 				}
@@ -881,7 +881,7 @@ func TestDecryptPerConnection(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer d.close()
-				c.sec = &d.cands[0]
+				c.decrypt.sec = &d.cands[0]
 				func() {
 					defer func() {
 						if r := recover(); r != nil {
@@ -890,11 +890,11 @@ func TestDecryptPerConnection(t *testing.T) {
 					}()
 					d.decrypt(c, buf)
 				}()
-				if c.key != nil {
-					defer c.key.Close()
+				if c.decrypt.key != nil {
+					defer c.decrypt.key.Close()
 				}
-				if c.cipherErr != nil {
-					t.Fatal(c.cipherErr)
+				if c.decrypt.cipherErr != nil {
+					t.Fatal(c.decrypt.cipherErr)
 				}
 				if !bytes.Equal(buf, plain) {
 					t.Errorf("decrypted packet differs from the plaintext")

@@ -112,7 +112,7 @@ type reader struct {
 // because the stages that call it are downstream of the reader, and a
 // blocking call back upstream could deadlock a full pipeline.
 func (c *Conn) requestClose() {
-	r := c.reader
+	r := c.read.reader
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closeQ = append(r.closeQ, c)
@@ -220,7 +220,7 @@ func (r *reader) close() {
 func (r *reader) adopt(in <-chan *Conn) {
 	for c := range in {
 		if !r.register(c) {
-			rawsys.Close(c.fd)
+			rawsys.Close(c.read.fd)
 			r.stats.Open.Add(-1)
 		}
 	}
@@ -232,17 +232,17 @@ func (r *reader) adopt(in <-chan *Conn) {
 
 // register has this reader serve c; false once its loop has ended.
 func (r *reader) register(c *Conn) bool {
-	c.reader = r
-	c.windowStart = time.Now().UnixNano()
-	c.lastActive = c.windowStart
+	c.read.reader = r
+	c.read.windowStart = time.Now().UnixNano()
+	c.read.lastActive = c.read.windowStart
 	r.mu.Lock()
 	if r.exited {
 		r.mu.Unlock()
 		return false
 	}
-	r.conns[int32(c.fd)] = c
+	r.conns[int32(c.read.fd)] = c
 	r.mu.Unlock()
-	if err := r.epoll.add(c.fd); err != nil {
+	if err := r.epoll.add(c.read.fd); err != nil {
 		glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 		c.requestClose()
 	}
@@ -334,7 +334,7 @@ const maxReadsPerEvent = 4
 // next one finds: such a client's checks and its end go downstream as one
 // chunk, one hand-off rather than two.
 func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
-	if c.awaitingHeader && !r.readHeader(ctx, c, out) {
+	if c.read.awaitingHeader && !r.readHeader(ctx, c, out) {
 		return
 	}
 	var held []byte
@@ -354,12 +354,12 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 			return
 		}
 		buf := getBuf(r.cfg.ChunkSize)
-		n, err := rawsys.Read(c.fd, buf)
+		n, err := rawsys.Read(c.read.fd, buf)
 		switch {
 		case n > 0:
 			reads++
-			c.bytesRead += uint64(n)
-			c.lastActive = r.now
+			c.read.bytesRead += uint64(n)
+			c.read.lastActive = r.now
 			r.stats.Chunks.Add(1)
 			r.stats.BytesRead.Add(uint64(n))
 			// The budget counts the buffer, not the bytes: a short read in a
@@ -396,28 +396,28 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 	var slow []*Conn
 	r.mu.Lock()
 	for _, c := range r.conns {
-		if c.windowStart >= limit {
+		if c.read.windowStart >= limit {
 			continue
 		}
 		if r.flow.waiting(c) {
 			// Waiting for us, not slow: its bytes are in the pipeline or
 			// in the socket, held back by the read budget.
-			c.windowStart, c.windowBytes = now.UnixNano(), c.bytesRead
+			c.read.windowStart, c.read.windowBytes = now.UnixNano(), c.read.bytesRead
 			continue
 		}
-		if c.bytesRead-c.windowBytes < minProgress {
+		if c.read.bytesRead-c.read.windowBytes < minProgress {
 			slow = append(slow, c)
 		} else {
-			c.windowStart, c.windowBytes = now.UnixNano(), c.bytesRead
+			c.read.windowStart, c.read.windowBytes = now.UnixNano(), c.read.bytesRead
 		}
 	}
 	r.mu.Unlock()
 	for _, c := range slow {
-		if c.awaitingHeader {
+		if c.read.awaitingHeader {
 			r.stats.Refused.Add(1)
-			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: no complete PROXY header within %v (%d bytes)", c.Peer, r.cfg.Timeout, len(c.header))
+			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: no complete PROXY header within %v (%d bytes)", c.Peer, r.cfg.Timeout, len(c.read.header))
 		} else {
-			r.log.Eventf("timed out", c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
+			r.log.Eventf("timed out", c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.read.bytesRead)
 		}
 		r.closeConn(ctx, c, out, "timeout")
 	}
@@ -427,7 +427,7 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 // client's bytes wait in the kernel. The socket leaves the epoll set, so a
 // hang-up is not reported over and over meanwhile.
 func (r *reader) pause(c *Conn) {
-	if err := r.epoll.remove(c.fd); err != nil {
+	if err := r.epoll.remove(c.read.fd); err != nil {
 		return // not in the set: nothing to pause
 	}
 	r.paused[c] = struct{}{}
@@ -455,7 +455,7 @@ func (r *reader) resume() {
 			continue
 		}
 		r.unpause(c)
-		if err := r.epoll.add(c.fd); err != nil {
+		if err := r.epoll.add(c.read.fd); err != nil {
 			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 			c.requestClose()
 		}
@@ -470,7 +470,7 @@ func (r *reader) closeIdle(ctx context.Context, out chan<- chunk, idleSince, dra
 	var idle []*Conn
 	r.mu.Lock()
 	for _, c := range r.conns {
-		if max(c.lastActive, drainStart) < idleSince && unreadBytes(c.fd) == 0 {
+		if max(c.read.lastActive, drainStart) < idleSince && unreadBytes(c.read.fd) == 0 {
 			idle = append(idle, c)
 		}
 	}
@@ -511,19 +511,19 @@ func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why s
 // closeConnWith is closeConn with the connection's last read, which goes
 // downstream in the final chunk.
 func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, why string, last []byte) {
-	if c.closed {
+	if c.read.closed {
 		return
 	}
-	c.closed = true
+	c.read.closed = true
 	r.mu.Lock()
-	delete(r.conns, int32(c.fd))
+	delete(r.conns, int32(c.read.fd))
 	r.mu.Unlock()
 	if _, paused := r.paused[c]; paused {
 		r.unpause(c)
 	}
 	// close() also takes the socket out of the epoll set: no descriptor of
 	// it is ever duplicated.
-	rawsys.Close(c.fd)
+	rawsys.Close(c.read.fd)
 	r.stats.Open.Add(-1)
 	send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
 }
@@ -536,16 +536,16 @@ func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, w
 // the stream.
 func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool {
 	var buf [proxyHeaderMax]byte
-	n, err := unix.Read(c.fd, buf[:proxyHeaderMax-len(c.header)])
+	n, err := unix.Read(c.read.fd, buf[:proxyHeaderMax-len(c.read.header)])
 	switch {
-	case n == 0 && err == nil && len(c.header) == 0:
+	case n == 0 && err == nil && len(c.read.header) == 0:
 		// A balancer's plain TCP health check: connect, then close.
 		r.stats.HealthChecks.Add(1)
 		r.closeConn(ctx, c, out, "")
 		return false
 	case n == 0 && err == nil:
 		r.stats.Refused.Add(1)
-		r.log.Warningf(c.Peer.Addr().String(), "connection from %s closed after %d bytes of a PROXY header", c.Peer, len(c.header))
+		r.log.Warningf(c.Peer.Addr().String(), "connection from %s closed after %d bytes of a PROXY header", c.Peer, len(c.read.header))
 		r.closeConn(ctx, c, out, "")
 		return false
 	case err == unix.EAGAIN || err == unix.EINTR:
@@ -554,11 +554,11 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 		r.closeConn(ctx, c, out, err.Error())
 		return false
 	}
-	c.header = append(c.header, buf[:n]...)
-	size, err := proxyHeaderLen(c.header)
+	c.read.header = append(c.read.header, buf[:n]...)
+	size, err := proxyHeaderLen(c.read.header)
 	if err == nil && size == 0 {
-		if len(c.header) >= proxyHeaderMax {
-			err = fmt.Errorf("%w: incomplete after %d bytes", ErrProxyHeader, len(c.header))
+		if len(c.read.header) >= proxyHeaderMax {
+			err = fmt.Errorf("%w: incomplete after %d bytes", ErrProxyHeader, len(c.read.header))
 		} else {
 			return false
 		}
@@ -566,7 +566,7 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 	var src netip.AddrPort
 	local := false
 	if err == nil {
-		src, local, err = proxySource(c.header[:size])
+		src, local, err = proxySource(c.read.header[:size])
 	}
 	switch {
 	case err != nil:
@@ -580,17 +580,17 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 		return false
 	}
 	c.Via, c.Peer = c.Peer, src
-	c.awaitingHeader = false
+	c.read.awaitingHeader = false
 	if why := r.cfg.admission.admit(c); why != "" {
 		r.closeConn(ctx, c, out, why)
 		return false
 	}
-	rest := c.header[size:]
-	c.header = nil
-	c.windowStart, c.windowBytes = time.Now().UnixNano(), c.bytesRead
+	rest := c.read.header[size:]
+	c.read.header = nil
+	c.read.windowStart, c.read.windowBytes = time.Now().UnixNano(), c.read.bytesRead
 	if len(rest) > 0 {
 		// A client that did not wait for its init packet.
-		c.bytesRead += uint64(len(rest))
+		c.read.bytesRead += uint64(len(rest))
 		b := getBuf(r.cfg.ChunkSize)
 		b = shrinkChunk(b, copy(b, rest))
 		r.flow.take(c, cap(b))

@@ -89,7 +89,7 @@ func TestDecryptCandidates(t *testing.T) {
 		for ci, s := range clients {
 			for _, size := range []int{codec.LegacySize, codec.Size} {
 				t.Run(fmt.Sprintf("perconn=%v/%s/%d/%d", perConn, s.password, s.method, size), func(t *testing.T) {
-					c := &Conn{ID: uint64(ci + 1), reader: &reader{}}
+					c := &Conn{connIdentity: connIdentity{ID: uint64(ci + 1)}, read: connRead{reader: &reader{}}}
 					for i := range c.IV {
 						c.IV[i] = byte(rng.Uint32())
 					}
@@ -112,7 +112,7 @@ func TestDecryptCandidates(t *testing.T) {
 						}
 					}
 					if ci >= len(secrets) {
-						if !c.unmatched {
+						if !c.decrypt.unmatched {
 							t.Errorf("a client with a secret the server does not know was not marked unmatched")
 						}
 						if len(got) > 0 && codec.Check(got[0]) == nil {
@@ -121,8 +121,8 @@ func TestDecryptCandidates(t *testing.T) {
 						return
 					}
 					want := fmt.Sprintf("%s/%d", s.password, s.method)
-					if c.sec == nil || c.sec.Name != want || c.unmatched {
-						t.Fatalf("connection uses %v (unmatched %v), want %s", c.sec, c.unmatched, want)
+					if c.decrypt.sec == nil || c.decrypt.sec.Name != want || c.decrypt.unmatched {
+						t.Fatalf("connection uses %v (unmatched %v), want %s", c.decrypt.sec, c.decrypt.unmatched, want)
 					}
 					if len(got) != len(packets) {
 						t.Fatalf("%d packets, want %d", len(got), len(packets))
@@ -161,7 +161,7 @@ func benchFirstPacket(b *testing.B, n int, garbage bool) {
 			}
 			cfg := CipherConfig{Candidates: candidatesFor(b, secrets), PayloadLengths: []int{4096}}
 			d, _ := newTestDecrypter(b, cfg)
-			c := &Conn{ID: 1}
+			c := &Conn{connIdentity: connIdentity{ID: 1}}
 			rng := rand.New(rand.NewPCG(5, 6))
 			for i := range c.IV {
 				c.IV[i] = byte(rng.Uint32())
@@ -178,11 +178,11 @@ func benchFirstPacket(b *testing.B, n int, garbage bool) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				*c = Conn{ID: 1, IV: c.IV}
+				*c = Conn{connIdentity: connIdentity{ID: 1, IV: c.IV}}
 				copy(buf, ct)
 				d.feed(context.Background(), c, buf, 0, out)
 				p := <-out
-				if !garbage && c.sec != &d.cands[n-1] {
+				if !garbage && c.decrypt.sec != &d.cands[n-1] {
 					b.Fatal("the first packet did not pick the client's secret")
 				}
 				putBuf(p.Data)
@@ -206,18 +206,18 @@ func TestDecryptNetworks(t *testing.T) {
 		from, want string
 		unmatched  bool
 	}{{"10.1.2.3", "narrow", false}, {"10.2.0.1", "wide", false}, {"172.16.0.1", "", true}, {"192.168.1.1", "other", false}} {
-		conn := &Conn{ID: 1, Peer: netip.AddrPortFrom(netip.MustParseAddr(c.from), 4000), reader: &reader{}}
+		conn := &Conn{connIdentity: connIdentity{ID: 1, Peer: netip.AddrPortFrom(netip.MustParseAddr(c.from), 4000)}, read: connRead{reader: &reader{}}}
 		ct := clientStream(t, x, conn.IV[:], randomPackets(rng, 1, codec.Size, "n"))
 		out := make(chan Packet, 4)
 		buf := getBuf(chunkSize)[:0]
 		d.feed(context.Background(), conn, append(buf, ct...), 0, out)
 		close(out)
 		name := ""
-		if conn.sec != nil {
-			name = conn.sec.Name
+		if conn.decrypt.sec != nil {
+			name = conn.decrypt.sec.Name
 		}
-		if name != c.want || conn.unmatched != c.unmatched {
-			t.Errorf("from %s: secret %q unmatched %v, want %q %v", c.from, name, conn.unmatched, c.want, c.unmatched)
+		if name != c.want || conn.decrypt.unmatched != c.unmatched {
+			t.Errorf("from %s: secret %q unmatched %v, want %q %v", c.from, name, conn.decrypt.unmatched, c.want, c.unmatched)
 		}
 		for p := range out {
 			if c.want == "other" && p.Data != nil && codec.Check(p.Data) == nil {

@@ -64,7 +64,7 @@ func BenchmarkReadStage(b *testing.B) {
 	if err := unix.SetNonblock(sp[1], false); err != nil {
 		b.Fatal(err)
 	}
-	c := &Conn{ID: 1, fd: sp[0]}
+	c := &Conn{connIdentity: connIdentity{ID: 1}, read: connRead{fd: sp[0]}}
 	env.Stats.Open.Add(1)
 	in <- c
 	close(in)
@@ -90,7 +90,7 @@ func BenchmarkReadStage(b *testing.B) {
 			b.Fatalf("read stage ended after %d of %d bytes", got, want)
 		}
 		got += len(ch.buf)
-		if r := ch.conn.reader; r != nil && !ch.eof {
+		if r := ch.conn.read.reader; r != nil && !ch.eof {
 			r.flow.giveBack(ch.conn, cap(ch.buf))
 		}
 		if ch.buf != nil {
@@ -118,7 +118,7 @@ func BenchmarkDecryptStageXOR(b *testing.B) {
 	if err := StartDecrypt(ctx, in, out, cfg, env); err != nil {
 		b.Fatal(err)
 	}
-	c := &Conn{ID: 1}
+	c := &Conn{connIdentity: connIdentity{ID: 1}}
 	for i := range c.IV {
 		c.IV[i] = byte(i * 7)
 	}
@@ -162,7 +162,7 @@ func BenchmarkValidateStage(b *testing.B) {
 	if err := StartValidate(ctx, in, out, ValidateConfig{Goroutines: 1, Depth: 64}, env); err != nil {
 		b.Fatal(err)
 	}
-	c := &Conn{ID: 1}
+	c := &Conn{connIdentity: connIdentity{ID: 1}}
 	pkt := benchPlain(b)
 	b.SetBytes(codec.Size)
 	b.ReportAllocs()

@@ -110,14 +110,14 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		v.reject(c, reason, err)
 		return sink.Item{}, false
 	}
-	if c.checks == 1 && c.sec != nil {
-		if c.sec.matches != nil {
-			c.sec.matches.Add(1)
+	if c.validate.checks == 1 && c.decrypt.sec != nil {
+		if c.decrypt.sec.matches != nil {
+			c.decrypt.sec.matches.Add(1)
 		}
-		v.clients.Seen(c.Peer.Addr().Unmap(), c.sec.Name, c.sec.method)
+		v.clients.Seen(c.Peer.Addr().Unmap(), c.decrypt.sec.Name, c.decrypt.sec.method)
 	}
 	r := codec.Decode(p.Data)
-	if k := c.sec; k != nil && k.Rights != nil && !v.authorized(k.Rights, r) {
+	if k := c.decrypt.sec; k != nil && k.Rights != nil && !v.authorized(k.Rights, r) {
 		// Refused like a spoofed host: the check, not the connection.
 		v.stats.Dropped(counters.DropUnauthorized).Add(1)
 		k.refused.Add(1)
@@ -173,15 +173,15 @@ func (v *validator) ngResult(ctx context.Context, p Packet, out chan<- sink.Item
 func (v *validator) verify(p Packet, now time.Time) (string, error) {
 	c := p.Conn
 	if err := codec.Check(p.Data); err != nil {
-		if c.cipherErr != nil {
-			err = fmt.Errorf("%w (decryption failed: %v)", err, c.cipherErr)
+		if c.decrypt.cipherErr != nil {
+			err = fmt.Errorf("%w (decryption failed: %v)", err, c.decrypt.cipherErr)
 		}
 		if errors.Is(err, codec.ErrCRC) {
 			return counters.DropBadCRC, err
 		}
 		return counters.DropBadVersion, err
 	}
-	if c.unmatched {
+	if c.decrypt.unmatched {
 		return counters.DropBadCRC, ErrUnmatched
 	}
 	if v.cfg.MaxPacketAge > 0 {
@@ -191,8 +191,8 @@ func (v *validator) verify(p Packet, now time.Time) (string, error) {
 			return counters.DropStale, fmt.Errorf("%w: timestamp %d is %d s from now (max_packet_age=%v, connection began at %d)", ErrStale, ts, age, v.cfg.MaxPacketAge, c.InitTime)
 		}
 	}
-	c.checks++
-	if v.cfg.MaxChecks > 0 && c.checks > v.cfg.MaxChecks {
+	c.validate.checks++
+	if v.cfg.MaxChecks > 0 && c.validate.checks > v.cfg.MaxChecks {
 		return counters.DropTooManyChecks, fmt.Errorf("%w: max_checks_per_connection=%d", ErrTooManyChecks, v.cfg.MaxChecks)
 	}
 	return "", nil
@@ -212,7 +212,7 @@ func (v *validator) reject(c *Conn, reason string, err error) {
 	v.stats.Dropped(reason).Add(1)
 	c.rejected.Store(true)
 	v.clients.Failed(c.Peer.Addr().Unmap(), err.Error())
-	v.log.Eventf(rejectSummary[reason], c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
+	v.log.Eventf(rejectSummary[reason], c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.validate.checks+1, err)
 	c.requestClose()
 }
 
