@@ -18,11 +18,11 @@ import (
 	"nsca_fast/stages/rawsys"
 )
 
-// ErrAccept wraps failures to take over a listening socket.
-var ErrAccept = errors.New("stages: accept")
+// errAccept wraps failures to take over a listening socket.
+var errAccept = errors.New("stages: accept")
 
-// AcceptConfig are the accept stage's settings.
-type AcceptConfig struct {
+// acceptConfig are the accept stage's settings.
+type acceptConfig struct {
 	// Listeners are the listening sockets, owned by the stage.
 	Listeners []int
 	// admission are the rules new connections are let in by, shared with
@@ -37,13 +37,13 @@ type AcceptConfig struct {
 	// handOff, when set, gives a new connection to the read stage directly
 	// (readIntake.register) rather than through out; false means the read
 	// stage took it not.
-	handOff func(*Conn) bool
+	handOff func(*clientConn) bool
 }
 
 // acceptor is the accept stage: it takes connections off the listening
 // sockets, sends each its init packet and hands it to the read stage.
 type acceptor struct {
-	cfg      AcceptConfig
+	cfg      acceptConfig
 	stats    *counters.Stats
 	log      *counters.RateLog
 	nextID   atomic.Uint64
@@ -56,11 +56,11 @@ type acceptor struct {
 	files []*os.File
 }
 
-// DupListeners duplicates the caller's listening sockets for an accept
+// dupListeners duplicates the caller's listening sockets for an accept
 // stage, which owns and closes the duplicates: the caller's sockets stay
 // open for a successor (a reload), and the clients waiting in their
 // backlog are not reset.
-func DupListeners(listeners []int) ([]int, error) {
+func dupListeners(listeners []int) ([]int, error) {
 	var dups []int
 	for _, fd := range listeners {
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
@@ -73,18 +73,18 @@ func DupListeners(listeners []int) ([]int, error) {
 			for _, d := range dups {
 				unix.Close(d)
 			}
-			return nil, fmt.Errorf("%w: listening socket %d: %w", ErrAccept, fd, err)
+			return nil, fmt.Errorf("%w: listening socket %d: %w", errAccept, fd, err)
 		}
 		dups = append(dups, dup)
 	}
 	return dups, nil
 }
 
-// StartAccept runs one accept goroutine per socket of cfg.Listeners (which
-// it owns: see DupListeners), and one that adopts the connections sent on
+// startAccept runs one accept goroutine per socket of cfg.Listeners (which
+// it owns: see dupListeners), and one that adopts the connections sent on
 // in (inetd's). Closing in stops accepting: that is how a drain starts. out
 // is closed once every goroutine has returned.
-func StartAccept(ctx context.Context, in <-chan int, out chan<- *Conn, cfg AcceptConfig, env Env) error {
+func startAccept(ctx context.Context, in <-chan int, out chan<- *clientConn, cfg acceptConfig, env Env) error {
 	if cfg.admission == nil {
 		cfg.admission = &admission{stats: env.Stats, log: env.Log}
 	}
@@ -136,7 +136,7 @@ func (a *acceptor) stop() {
 // loop accepts until stop. The socket may be shared with other processes
 // (workers, a reload's successor), so it is never shut down to wake us; the
 // poller's deadline does that.
-func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
+func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *clientConn) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		glog.Errorf("accept: %v", err)
@@ -177,7 +177,7 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 }
 
 // adopt serves a connection that was accepted elsewhere: inetd's stdin.
-func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
+func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *clientConn) bool {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return false
@@ -188,8 +188,8 @@ func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 
 // admit lets a new connection in (see admission.admit) and passes it on.
 // It returns false only when the pipeline is torn down.
-func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
-	c := &Conn{connIdentity: connIdentity{Peer: peer}, read: connRead{fd: fd, awaitingHeader: a.cfg.admission.proxy}}
+func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *clientConn) bool {
+	c := &clientConn{connIdentity: connIdentity{Peer: peer}, read: connRead{fd: fd, awaitingHeader: a.cfg.admission.proxy}}
 	if a.cfg.admission.admit(c) != "" {
 		unix.Close(fd)
 		return true

@@ -42,11 +42,11 @@ func TestAcceptWaitingForTheFlowStops(t *testing.T) {
 		}
 		f := newFlow(1, 1, nil)
 		f.recheck = time.Hour
-		f.take(&Conn{}, int(f.limit.Load()))
+		f.take(&clientConn{}, int(f.limit.Load()))
 		ctx, cancel := context.WithCancel(context.Background())
-		in, out := make(chan int), make(chan *Conn, 1)
+		in, out := make(chan int), make(chan *clientConn, 1)
 		env := Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
-		if err := StartAccept(ctx, in, out, AcceptConfig{Listeners: []int{fd}, flow: f}, env); err != nil {
+		if err := startAccept(ctx, in, out, acceptConfig{Listeners: []int{fd}, flow: f}, env); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(5 * time.Second)

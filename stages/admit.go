@@ -34,7 +34,7 @@ type admission struct {
 // still, sends its init packet. It returns "" when c goes on, else why it
 // ends (refused, or its init packet not sent), which is counted and logged
 // here; the caller closes it.
-func (g *admission) admit(c *Conn) string {
+func (g *admission) admit(c *clientConn) string {
 	if why := g.refusal(c); why != "" {
 		g.stats.Refused.Add(1)
 		g.log.Eventf("were refused", c.Peer.Addr().String(), "refused connection from %s: %s", c.who(), why)
@@ -56,7 +56,7 @@ func (g *admission) admit(c *Conn) string {
 // against trusted when a PROXY header is to come, else against allowed,
 // and open connections against maxConns; after a PROXY header the client
 // it names is checked against allowed, and c is counted open already.
-func (g *admission) refusal(c *Conn) string {
+func (g *admission) refusal(c *clientConn) string {
 	ip := c.Peer.Addr()
 	switch {
 	case c.read.awaitingHeader:
@@ -74,7 +74,7 @@ func (g *admission) refusal(c *Conn) string {
 
 // who names c's client in log lines: with the load balancer it came
 // through, when it came behind a PROXY header.
-func (c *Conn) who() string {
+func (c *clientConn) who() string {
 	if c.Via.IsValid() {
 		return fmt.Sprintf("%s (via %s)", c.Peer, c.Via)
 	}
@@ -104,7 +104,7 @@ func nextIV(iv *[codec.IVSize]byte) {
 }
 
 // greet sends the connection its init packet: a fresh IV and the time.
-func (c *Conn) greet() error {
+func (c *clientConn) greet() error {
 	c.InitTime = uint32(time.Now().Unix())
 	nextIV(&c.IV)
 	var init [codec.InitSize]byte

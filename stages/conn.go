@@ -11,11 +11,11 @@ import (
 	"nsca_fast/stages/diagnose"
 )
 
-// Conn is one client connection. Its fields are grouped by the stage that
+// clientConn is one client connection. Its fields are grouped by the stage that
 // owns them: a group is only written by its owner, and a connection is
 // owned by exactly one goroutine of each stage (connections are sharded by
 // ID), which is what keeps one client's results in order without locks.
-type Conn struct {
+type clientConn struct {
 	connIdentity
 	read     connRead
 	decrypt  connDecrypt
@@ -100,7 +100,7 @@ type connFlow struct {
 // chunk carries bytes read from one connection, in order. eof marks the
 // last chunk of a connection: the read stage sends exactly one.
 type chunk struct {
-	conn *Conn
+	conn *clientConn
 	buf  []byte // from getBuf; may be nil with eof
 	eof  bool
 	why  string // why the connection ended, for eof
@@ -108,31 +108,31 @@ type chunk struct {
 	readAt int64
 }
 
-// Packet is one decrypted data packet on its way to validation, or, with
+// packet is one decrypted data packet on its way to validation, or, with
 // Short set, the incomplete packet a connection ended with.
-type Packet struct {
-	Conn  *Conn
+type packet struct {
+	Conn  *clientConn
 	Data  []byte // one of the accepted packet sizes, from getPacketBuf; nil with Short
-	Short *ShortPacket
+	Short *shortPacket
 	// ReadAt is when its last byte was read (unix nanoseconds).
 	ReadAt int64
 	// NG, when set, is a check result an nsca-ng client pushed, decoded
 	// already; Data and Short are then nil.
-	NG *NGResult
+	NG *ngResult
 }
 
-// NGResult is a check result from an nsca-ng client on its way to the
+// ngResult is a check result from an nsca-ng client on its way to the
 // emit stage. Ack is called exactly once, by the validate stage: with nil
 // once the result is on the emit stage's queue, else with why it was not
 // taken; it must not block.
-type NGResult struct {
+type ngResult struct {
 	Result codec.Result
 	Time   int64 // the command's timestamp, which the written line keeps
 	Ack    func(error)
 }
 
-// ShortPacket describes a packet cut off by the end of its connection.
-type ShortPacket struct {
+// shortPacket describes a packet cut off by the end of its connection.
+type shortPacket struct {
 	Got, Want int
 	Why       string // how the connection ended
 }

@@ -19,15 +19,15 @@ import (
 	"nsca_fast/stages/diagnose"
 )
 
-// ErrCipher wraps failures to set up decryption.
-var ErrCipher = errors.New("stages: cipher")
+// errCipher wraps failures to set up decryption.
+var errCipher = errors.New("stages: cipher")
 
-// DecryptConfig are the decrypt stage's settings.
-type DecryptConfig struct {
+// decryptConfig are the decrypt stage's settings.
+type decryptConfig struct {
 	// Goroutines is how many decrypt goroutines share the connections;
 	// Depth bounds each one's queue.
 	Goroutines, Depth int
-	Cipher            CipherConfig
+	Cipher            cipherConfig
 	// Closed, when set, is called instead of closing out once the stage
 	// is done: out then has other senders (the nsca-ng listener), and the
 	// last of them closes it.
@@ -38,17 +38,17 @@ type DecryptConfig struct {
 	flow *flow
 }
 
-// CipherConfig says how clients encrypt and what decrypts: the stage runs
+// cipherConfig says how clients encrypt and what decrypts: the stage runs
 // the engines it is handed, which cipher.Choose chose. Method, Engine and
 // Password are the one secret when Candidates is empty.
-type CipherConfig struct {
+type cipherConfig struct {
 	Method int // 0 none, 1 XOR (undone here, with Password), else Engine's
 	// Engine decrypts methods 2 and up; nil for 0 and 1.
 	Engine   cipher.Engine
 	Password []byte
 	// Candidates are the secrets a connection may use, in the order they
 	// are tried; empty: the one of Method, Engine and Password.
-	Candidates []Candidate
+	Candidates []candidate
 	// PerConnection is decryption_mode=0: a fresh key schedule for each
 	// connection, as stock does. Otherwise each decrypt goroutine keys once
 	// at start and only starts a new CFB register per connection.
@@ -57,14 +57,14 @@ type CipherConfig struct {
 	PayloadLengths []int
 }
 
-// Candidate is one secret a connection may be encrypted with: a method and
+// candidate is one secret a connection may be encrypted with: a method and
 // its password.
-type Candidate struct {
+type candidate struct {
 	// Name names it in metrics and logs (conf.Secret.Name); never the
 	// password.
 	Name     string
 	Method   int
-	Engine   cipher.Engine // as CipherConfig.Engine
+	Engine   cipher.Engine // as cipherConfig.Engine
 	Password []byte
 	// Networks are where a client may connect from with it; nil: anywhere.
 	Networks []netip.Prefix
@@ -75,15 +75,15 @@ type Candidate struct {
 
 // candidates are c's secrets: Candidates, or the one of Method, Engine and
 // Password.
-func (c CipherConfig) candidates() []Candidate {
+func (c cipherConfig) candidates() []candidate {
 	if len(c.Candidates) > 0 {
 		return c.Candidates
 	}
-	return []Candidate{{Method: c.Method, Engine: c.Engine, Password: c.Password}}
+	return []candidate{{Method: c.Method, Engine: c.Engine, Password: c.Password}}
 }
 
 // packetSizes are the data packet sizes c accepts, ascending.
-func (c CipherConfig) packetSizes() []int {
+func (c cipherConfig) packetSizes() []int {
 	lengths := c.PayloadLengths
 	if len(lengths) == 0 {
 		lengths = []int{codec.LegacyMaxOutputLength, codec.MaxOutputLength}
@@ -98,7 +98,7 @@ func (c CipherConfig) packetSizes() []int {
 
 // callsC reports whether one of c's engines is libmcrypt, whose every
 // Decrypt is a cgo call.
-func (c CipherConfig) callsC() bool {
+func (c cipherConfig) callsC() bool {
 	for _, k := range c.candidates() {
 		if callsC(k.Engine) {
 			return true
@@ -111,7 +111,7 @@ func callsC(e cipher.Engine) bool { return e != nil && e.Kind() == cipher.Engine
 
 // decrypter is one decrypt goroutine's state.
 type decrypter struct {
-	cfg   CipherConfig
+	cfg   cipherConfig
 	cands []keyed // the secrets, in the order they are tried
 	// scratch holds a trial's plaintext (see trial), order the candidates
 	// that may serve a connection, most specific first, and rank their
@@ -125,12 +125,12 @@ type decrypter struct {
 	log         *counters.RateLog
 	diag        *diagnose.Diagnoser
 	clients     *diagnose.Registry
-	flow        *flow // DecryptConfig.flow
+	flow        *flow // decryptConfig.flow
 }
 
-// keyed is a Candidate ready to decrypt in one decrypt goroutine.
+// keyed is a candidate ready to decrypt in one decrypt goroutine.
 type keyed struct {
-	Candidate
+	candidate
 	xor *codec.XORKey
 	// shared is keyed once for all this goroutine's connections: in
 	// decryption_mode 1, and for trials.
@@ -153,12 +153,12 @@ func (k *keyed) trialDecrypt(st *cipher.State, iv, buf []byte, offset int) {
 	}
 }
 
-// StartDecrypt runs n decrypt goroutines. Connections are sharded over them,
+// startDecrypt runs n decrypt goroutines. Connections are sharded over them,
 // so each connection's bytes are framed and decrypted in order by one
 // goroutine. Framing lives here because the packet size (one of
 // payload_length's) can only be decided by decrypting the first packet. out
 // is closed when all goroutines are done.
-func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg DecryptConfig, env Env) error {
+func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- packet, dcfg decryptConfig, env Env) error {
 	n, depth, cfg := max(dcfg.Goroutines, 1), dcfg.Depth, dcfg.Cipher
 	stats, log := env.Stats, env.Log
 	ds := make([]*decrypter, n)
@@ -186,7 +186,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 
 // newDecrypter is one decrypt goroutine's state for cfg, keyed already in
 // decryption_mode 1 and, with several secrets, for their trials.
-func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
+func newDecrypter(cfg cipherConfig, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
 	cands := cfg.candidates()
 	d := &decrypter{cfg: cfg, stats: stats, log: log, sizes: cfg.packetSizes(), cands: make([]keyed, len(cands))}
 	if len(cands) > 1 || cands[0].Networks != nil {
@@ -195,7 +195,7 @@ func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog
 	}
 	for i, c := range cands {
 		k := &d.cands[i]
-		k.Candidate, k.xor, k.callsC = c, codec.NewXORKey(c.Password), callsC(c.Engine)
+		k.candidate, k.xor, k.callsC = c, codec.NewXORKey(c.Password), callsC(c.Engine)
 		if m, ok := conf.MethodByNumber(c.Method); ok {
 			k.method = conf.NameOf(m)
 		}
@@ -209,7 +209,7 @@ func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog
 			key, err := c.Engine.NewKey()
 			if err != nil {
 				d.close()
-				return nil, fmt.Errorf("%w: %s: %w", ErrCipher, c.Name, err)
+				return nil, fmt.Errorf("%w: %s: %w", errCipher, c.Name, err)
 			}
 			k.shared = key
 		}
@@ -234,7 +234,7 @@ func closeDecrypters(ds []*decrypter) {
 	}
 }
 
-func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet) {
+func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- packet) {
 	for ch := range in {
 		if ch.buf != nil {
 			d.feed(ctx, ch.conn, ch.buf, ch.readAt, out)
@@ -258,7 +258,7 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 // send_nsca, others for NSClient++'s payload lengths), else the largest.
 // CFB decrypts a prefix the same way as the whole, so nothing is decrypted
 // twice.
-func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
+func (d *decrypter) feed(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) {
 	if c.decrypt.discard {
 		return
 	}
@@ -276,7 +276,7 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64,
 }
 
 // feedDecided is feed for a connection whose secret is known.
-func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
+func (d *decrypter) feedDecided(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) {
 	if c.decrypt.discard {
 		return
 	}
@@ -323,7 +323,7 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt
 		}
 		if c.decrypt.curN == c.decrypt.packetSize {
 			d.stats.Received.Add(1)
-			p := Packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
+			p := packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
 			c.decrypt.cur, c.decrypt.curN = nil, 0
 			if !send(ctx, out, p) {
 				return
@@ -334,7 +334,7 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt
 
 // bufferSize is the packet buffer c needs: its packet size once decided,
 // before that the largest accepted size.
-func (d *decrypter) bufferSize(c *Conn) int {
+func (d *decrypter) bufferSize(c *clientConn) int {
 	if c.decrypt.packetSize != 0 {
 		return c.decrypt.packetSize
 	}
@@ -383,7 +383,7 @@ const cgoSlice = 4 << 10
 // validate goroutine the last packet woke first, so nothing is queued, and
 // moves the P's schedule tick, which a decrypt goroutine that never waits
 // for input would not.
-func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
+func (d *decrypter) decryptSliced(c *clientConn, buf []byte) {
 	if !c.decrypt.sec.callsC {
 		d.decrypt(c, buf)
 		return
@@ -400,7 +400,7 @@ func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
 // c's own key in decryption_mode 0 (made at its first bytes) or the
 // goroutine's in mode 1. If no key can be made, buf stays as it is and the
 // error is kept for validation to report with the packet it spoils.
-func (d *decrypter) decrypt(c *Conn, buf []byte) {
+func (d *decrypter) decrypt(c *clientConn, buf []byte) {
 	k := c.decrypt.sec.shared
 	if d.cfg.PerConnection {
 		if c.decrypt.key == nil {
@@ -423,11 +423,11 @@ func (d *decrypter) decrypt(c *Conn, buf []byte) {
 }
 
 // finish handles the end of a connection. A packet left incomplete is a
-// check the client did not finish sending: it is passed on as a Packet
+// check the client did not finish sending: it is passed on as a packet
 // without data, in order behind the connection's other packets, because
 // only validation knows whether an earlier packet was rejected (then the
 // tail is no check of its own).
-func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- Packet) {
+func (d *decrypter) finish(ctx context.Context, c *clientConn, why string, out chan<- packet) {
 	if why == "" {
 		why = "client closed"
 	}
@@ -457,7 +457,7 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		if size == 0 {
 			size = d.sizes[0]
 		}
-		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.decrypt.curN, Want: size, Why: why}})
+		send(ctx, out, packet{Conn: c, Short: &shortPacket{Got: c.decrypt.curN, Want: size, Why: why}})
 	}
 	if c.decrypt.cur != nil {
 		putBuf(c.decrypt.cur)
@@ -471,7 +471,7 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 
 // diagnose hands c, which ended without a valid first packet, to the
 // diagnosis, which works out why off the hot path.
-func (d *decrypter) diagnose(c *Conn, why string) {
+func (d *decrypter) diagnose(c *clientConn, why string) {
 	if d.diag == nil {
 		return
 	}

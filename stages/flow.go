@@ -42,7 +42,7 @@ const (
 // new clients wait in the kernel's listen queue, as with stock.
 //
 // Its invariants, which every caller keeps by using only these methods
-// (no other code touches its fields or a Conn's flow fields):
+// (no other code touches its fields or a clientConn's flow fields):
 //   - Every take is matched by one giveBack of the same size, once the
 //     bytes are consumed; the consumer never waits for the taker, so the
 //     budget always comes back.
@@ -102,17 +102,17 @@ func newFlow(parallel, processes int, queueFull func() bool) *flow {
 }
 
 // take counts a read buffer of n bytes' capacity taken off c.
-func (f *flow) take(c *Conn, n int) { f.adjust(c, int64(n)) }
+func (f *flow) take(c *clientConn, n int) { f.adjust(c, int64(n)) }
 
 // giveBack returns what take counted for c, once the bytes are consumed.
-func (f *flow) giveBack(c *Conn, n int) {
+func (f *flow) giveBack(c *clientConn, n int) {
 	f.adjust(c, -int64(n))
 	f.opened()
 }
 
 // adjust changes what c and the whole budget hold by delta, and wakes the
 // readers that paused connections when budget came back.
-func (f *flow) adjust(c *Conn, delta int64) {
+func (f *flow) adjust(c *clientConn, delta int64) {
 	now := f.inflight.Add(delta)
 	conn := c.flow.inflight.Add(delta)
 	if delta >= 0 {
@@ -135,14 +135,14 @@ func (f *flow) adjust(c *Conn, delta int64) {
 func (f *flow) spent() bool { return f.inflight.Load() >= f.limit.Load() }
 
 // connSpent reports whether c may not be read now.
-func (f *flow) connSpent(c *Conn) bool {
+func (f *flow) connSpent(c *clientConn) bool {
 	return f.spent() || c.flow.inflight.Load() >= f.perConn
 }
 
 // waiting reports whether c waits for the pipeline rather than the other
 // way round: its bytes are in the pipeline, or in its socket while it is
 // paused.
-func (f *flow) waiting(c *Conn) bool {
+func (f *flow) waiting(c *clientConn) bool {
 	return c.flow.paused.Load() || c.flow.inflight.Load() > 0
 }
 
@@ -168,7 +168,7 @@ func (f *flow) observe(n int, took time.Duration) {
 
 // pause records that c's reader stopped polling it for want of budget;
 // while the global budget is spent that holds back the accept stage too.
-func (f *flow) pause(c *Conn) {
+func (f *flow) pause(c *clientConn) {
 	c.flow.paused.Store(true)
 	if f.spent() {
 		c.flow.heldBack = true
@@ -177,14 +177,14 @@ func (f *flow) pause(c *Conn) {
 }
 
 // unpause records that c's reader polls it again, or forgets it.
-func (f *flow) unpause(c *Conn) {
+func (f *flow) unpause(c *clientConn) {
 	c.flow.paused.Store(false)
 	f.release(c)
 }
 
 // release stops counting c as held back by the global budget, though it
 // may stay paused for its own.
-func (f *flow) release(c *Conn) {
+func (f *flow) release(c *clientConn) {
 	if !c.flow.heldBack {
 		return
 	}

@@ -23,7 +23,7 @@ func TestReadBudgetFollowsTheDecryptCost(t *testing.T) {
 	if got := b.limit.Load(); got < want*9/10 || got > want*11/10 {
 		t.Fatalf("3DES-like cost: limit %d, want about %d (%d packets)", got, want, want/4304)
 	}
-	c := &Conn{}
+	c := &clientConn{}
 	b.take(c, int(want))
 	if !b.spent() {
 		t.Fatalf("%d bytes in flight under a limit of %d: not spent", want, b.limit.Load())
@@ -104,7 +104,7 @@ func TestShrinkChunk(t *testing.T) {
 func TestHeldBackEndsWithTheGlobalBudget(t *testing.T) {
 	b := newFlow(1, 1, nil)
 	b.limit.Store(readBudgetMin)
-	r, err := newReader(ReadConfig{flow: b}, nil, nil)
+	r, err := newReader(readConfig{flow: b}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestHeldBackEndsWithTheGlobalBudget(t *testing.T) {
 	if err := r.epoll.add(fds[0]); err != nil {
 		t.Fatal(err)
 	}
-	c, other := &Conn{read: connRead{fd: fds[0], reader: r}}, &Conn{}
+	c, other := &clientConn{read: connRead{fd: fds[0], reader: r}}, &clientConn{}
 	b.take(c, readBudgetPerConn) // c's own budget is spent
 	b.take(other, readBudgetMin) // and so is the global one
 	r.pause(c)
@@ -180,7 +180,7 @@ func TestWaitRoomIsWokenByWhatOpensTheGate(t *testing.T) {
 	f.recheck = time.Hour
 	waitedUntil(t, waitRoomAsync(ctx, f, nil), true, "nothing in flight")
 
-	c := &Conn{}
+	c := &clientConn{}
 	f.take(c, int(f.limit.Load()))
 	done := waitRoomAsync(ctx, f, nil)
 	stillWaits(t, done, "global budget spent")
@@ -229,7 +229,7 @@ func TestWaitRoomIsWokenByWhatOpensTheGate(t *testing.T) {
 func TestWaitRoomEndsWithStop(t *testing.T) {
 	f := newFlow(1, 1, nil)
 	f.recheck = time.Hour
-	f.take(&Conn{}, int(f.limit.Load()))
+	f.take(&clientConn{}, int(f.limit.Load()))
 	stop := make(chan struct{})
 	done := waitRoomAsync(context.Background(), f, stop)
 	stillWaits(t, done, "budget spent")
@@ -266,7 +266,7 @@ func TestWaitRoomRechecksAFullQueue(t *testing.T) {
 func TestWaitRoomWakesEveryWaiter(t *testing.T) {
 	f := newFlow(1, 1, nil)
 	f.recheck = time.Hour
-	c := &Conn{}
+	c := &clientConn{}
 	f.take(c, int(f.limit.Load()))
 	var dones []<-chan bool
 	for range 4 {

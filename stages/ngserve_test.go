@@ -31,7 +31,7 @@ func (one) Keys() []openssl.Key {
 	return []openssl.Key{{Identity: "alice", PSK: []byte("alice-secret")}}
 }
 
-func (one) Lookup(name string) NGIdentity {
+func (one) Lookup(name string) ngIdentity {
 	if name != "alice" {
 		return nil
 	}
@@ -54,18 +54,18 @@ func TestNGOkayAfterAck(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	ln, err := NGListen(addr)
+	ln, err := ngListen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := make(chan Packet, 1)
+	out := make(chan packet, 1)
 	stop, closed := make(chan struct{}), make(chan struct{})
-	cfg := NGConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
+	cfg := ngConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
 		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
 	env := Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
-	if err := StartNG(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
+	if err := startNG(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
 		t.Fatal(err)
 	}
 
@@ -105,7 +105,7 @@ func TestNGOkayAfterAck(t *testing.T) {
 	in.Write([]byte("PUSH " + strconv.Itoa(len(command)) + "\r\n"))
 	expect("OKAY")
 	in.Write([]byte(command + "NOOP\r\n"))
-	var p Packet
+	var p packet
 	select {
 	case p = <-out:
 	case <-time.After(5 * time.Second):

@@ -17,8 +17,8 @@ import (
 	"nsca_fast/stages/rawsys"
 )
 
-// ReadConfig are the read stage's settings.
-type ReadConfig struct {
+// readConfig are the read stage's settings.
+type readConfig struct {
 	// Readers is how many epoll loops share the connections.
 	Readers int
 	// Timeout closes a connection that delivers less than one legacy packet's
@@ -35,7 +35,7 @@ type ReadConfig struct {
 	admission *admission
 
 	// flow bounds what is read ahead of the decrypt stage, which gives it
-	// back, and gates the accept stage. Nil: StartRead makes its own.
+	// back, and gates the accept stage. Nil: startRead makes its own.
 	flow *flow
 	// ChunkSize is the largest read, chunkSize when 0: one hand-off to
 	// decrypt per chunk, so a slow cipher (libmcrypt's) gets larger ones,
@@ -43,7 +43,7 @@ type ReadConfig struct {
 	ChunkSize int
 
 	// intake, when set, is how the accept stage hands connections over
-	// without a channel: StartRead fills it with its readers.
+	// without a channel: startRead fills it with its readers.
 	intake *readIntake
 }
 
@@ -51,7 +51,7 @@ type ReadConfig struct {
 // with the reader's epoll set is all the hand-off there is, and no
 // goroutine wakes for it (the next thing to happen on a new connection is
 // an epoll event anyway). Connections taken over from elsewhere (inetd's)
-// still come through StartRead's channel.
+// still come through startRead's channel.
 type readIntake struct {
 	mu      sync.Mutex
 	readers []*reader
@@ -60,7 +60,7 @@ type readIntake struct {
 
 // register gives c to the readers in turn; false means none takes it (the
 // read stage is not running or has ended), and c is still the caller's.
-func (in *readIntake) register(c *Conn) bool {
+func (in *readIntake) register(c *clientConn) bool {
 	in.mu.Lock()
 	if len(in.readers) == 0 {
 		in.mu.Unlock()
@@ -79,7 +79,7 @@ const minProgress = codec.LegacySize
 // goroutine, so 10,000 open connections cost 10,000 small structs, not
 // 10,000 goroutines.
 type reader struct {
-	cfg    ReadConfig
+	cfg    readConfig
 	stats  *counters.Stats
 	log    *counters.RateLog
 	epoll  *epollSet
@@ -87,15 +87,15 @@ type reader struct {
 	flow   *flow
 	// paused are the connections not polled for want of budget; only the
 	// loop goroutine touches it.
-	paused map[*Conn]struct{}
+	paused map[*clientConn]struct{}
 	// saturated is set while epoll reports more ready connections than the
 	// reader takes in one round; the loop goroutine owns it and counts it
 	// in flow.saturate.
 	saturated bool
 
 	mu       sync.Mutex
-	conns    map[int32]*Conn
-	closeQ   []*Conn
+	conns    map[int32]*clientConn
+	closeQ   []*clientConn
 	draining bool
 	exited   bool // the loop has ended and wakefd is closed
 
@@ -111,7 +111,7 @@ type reader struct {
 // requestClose asks the connection's reader to close it. It never blocks,
 // because the stages that call it are downstream of the reader, and a
 // blocking call back upstream could deadlock a full pipeline.
-func (c *Conn) requestClose() {
+func (c *clientConn) requestClose() {
 	r := c.read.reader
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -138,11 +138,11 @@ func (r *reader) wakeLocked() {
 	rawsys.Write(r.wakefd, one[:])
 }
 
-// StartRead runs n readers. Each takes new connections from in, reads what
+// startRead runs n readers. Each takes new connections from in, reads what
 // they send and forwards it, in order, as chunks to out, which it closes
 // once every reader has finished: after in is closed and the open
 // connections have ended or used up their grace.
-func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadConfig, env Env) error {
+func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg readConfig, env Env) error {
 	n := max(cfg.Readers, 1)
 	if cfg.flow == nil {
 		cfg.flow = newFlow(1, 1, nil)
@@ -179,9 +179,9 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadC
 }
 
 // newReader makes a reader's epoll instance and its wake-up eventfd.
-func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
+func newReader(cfg readConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
 	cfg.ChunkSize = cmp.Or(cfg.ChunkSize, chunkSize)
-	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*Conn{}, flow: cfg.flow, paused: map[*Conn]struct{}{}}
+	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*clientConn{}, flow: cfg.flow, paused: map[*clientConn]struct{}{}}
 	var err error
 	if r.epoll, err = newEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
@@ -217,7 +217,7 @@ func (r *reader) close() {
 // instance. The adopters of all readers compete for in, which spreads
 // connections over the readers that are least busy taking them. in closes
 // when accepting stops: that starts the drain.
-func (r *reader) adopt(in <-chan *Conn) {
+func (r *reader) adopt(in <-chan *clientConn) {
 	for c := range in {
 		if !r.register(c) {
 			rawsys.Close(c.read.fd)
@@ -231,7 +231,7 @@ func (r *reader) adopt(in <-chan *Conn) {
 }
 
 // register has this reader serve c; false once its loop has ended.
-func (r *reader) register(c *Conn) bool {
+func (r *reader) register(c *clientConn) bool {
 	c.read.reader = r
 	c.read.windowStart = time.Now().UnixNano()
 	c.read.lastActive = c.read.windowStart
@@ -333,7 +333,7 @@ const maxReadsPerEvent = 4
 // sends its checks and closes at once, and the last read waits for what the
 // next one finds: such a client's checks and its end go downstream as one
 // chunk, one hand-off rather than two.
-func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
+func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) {
 	if c.read.awaitingHeader && !r.readHeader(ctx, c, out) {
 		return
 	}
@@ -393,7 +393,7 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 // Timeout: fewer than 720 bytes, which no working send_nsca does.
 func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 	limit := now.Add(-r.cfg.Timeout).UnixNano()
-	var slow []*Conn
+	var slow []*clientConn
 	r.mu.Lock()
 	for _, c := range r.conns {
 		if c.read.windowStart >= limit {
@@ -426,7 +426,7 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 // pause stops polling c until the budget allows reading it again: the
 // client's bytes wait in the kernel. The socket leaves the epoll set, so a
 // hang-up is not reported over and over meanwhile.
-func (r *reader) pause(c *Conn) {
+func (r *reader) pause(c *clientConn) {
 	if err := r.epoll.remove(c.read.fd); err != nil {
 		return // not in the set: nothing to pause
 	}
@@ -435,7 +435,7 @@ func (r *reader) pause(c *Conn) {
 }
 
 // unpause forgets that c was paused.
-func (r *reader) unpause(c *Conn) {
+func (r *reader) unpause(c *clientConn) {
 	delete(r.paused, c)
 	r.flow.unpause(c)
 }
@@ -467,7 +467,7 @@ func (r *reader) resume() {
 // the earliest. Bytes waiting in the socket are not silence: the client
 // sent them and waits for us.
 func (r *reader) closeIdle(ctx context.Context, out chan<- chunk, idleSince, drainStart int64) {
-	var idle []*Conn
+	var idle []*clientConn
 	r.mu.Lock()
 	for _, c := range r.conns {
 		if max(c.read.lastActive, drainStart) < idleSince && unreadBytes(c.read.fd) == 0 {
@@ -491,7 +491,7 @@ func unreadBytes(fd int) int {
 
 func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
 	r.mu.Lock()
-	all := make([]*Conn, 0, len(r.conns))
+	all := make([]*clientConn, 0, len(r.conns))
 	for _, c := range r.conns {
 		all = append(all, c)
 	}
@@ -504,13 +504,13 @@ func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
 // closeConn closes the socket and sends the connection's final chunk. Only
 // the reader closes sockets, so a descriptor number is never reused while
 // another stage could still act on it.
-func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why string) {
+func (r *reader) closeConn(ctx context.Context, c *clientConn, out chan<- chunk, why string) {
 	r.closeConnWith(ctx, c, out, why, nil)
 }
 
 // closeConnWith is closeConn with the connection's last read, which goes
 // downstream in the final chunk.
-func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, why string, last []byte) {
+func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out chan<- chunk, why string, last []byte) {
 	if c.read.closed {
 		return
 	}
@@ -534,7 +534,7 @@ func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, w
 // client data; otherwise it is closed or still waiting for the header.
 // Client bytes read along with the header are passed on as the start of
 // the stream.
-func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool {
+func (r *reader) readHeader(ctx context.Context, c *clientConn, out chan<- chunk) bool {
 	var buf [proxyHeaderMax]byte
 	n, err := unix.Read(c.read.fd, buf[:proxyHeaderMax-len(c.read.header)])
 	switch {
@@ -558,7 +558,7 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 	size, err := proxyHeaderLen(c.read.header)
 	if err == nil && size == 0 {
 		if len(c.read.header) >= proxyHeaderMax {
-			err = fmt.Errorf("%w: incomplete after %d bytes", ErrProxyHeader, len(c.read.header))
+			err = fmt.Errorf("%w: incomplete after %d bytes", errProxyHeader, len(c.read.header))
 		} else {
 			return false
 		}

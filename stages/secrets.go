@@ -35,7 +35,7 @@ const versionBytes = 2
 // first candidate, marked unmatched so that validation refuses it with the
 // reason that candidate gives, as a single secret would. Until then it
 // returns nil: the bytes are kept.
-func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) []byte {
+func (d *decrypter) choose(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) []byte {
 	largest := d.sizes[len(d.sizes)-1]
 	if c.decrypt.cur == nil {
 		d.rankFor(c)
@@ -82,7 +82,7 @@ func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, readAt int6
 // plaintext is a valid packet, leaving the CFB state after it in
 // d.state. hopeless says that no candidate even gave version 3: no size
 // can match then.
-func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
+func (d *decrypter) trial(c *clientConn, raw []byte) (k *keyed, hopeless bool) {
 	st := &d.state // the decrypter's: a local would escape to the heap through Key
 	pt := d.scratch[:len(raw)]
 	hopeless = true
@@ -114,14 +114,14 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
 // matched gives c the secret k, whose trial left the first packet's
 // plaintext in d.scratch and the stream after it in d.state, and sends
 // that packet on.
-func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, readAt int64, out chan<- Packet) {
+func (d *decrypter) matched(ctx context.Context, c *clientConn, k *keyed, readAt int64, out chan<- packet) {
 	c.decrypt.sec, c.decrypt.packetSize = k, c.decrypt.curN
 	copy(c.decrypt.cur, d.scratch[:c.decrypt.curN])
 	if k.Engine != nil {
 		c.decrypt.stream, c.decrypt.streaming = d.state, true
 	}
 	d.stats.Received.Add(1)
-	p := Packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
+	p := packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
 	c.decrypt.cur, c.decrypt.curN = nil, 0
 	send(ctx, out, p)
 }
@@ -129,7 +129,7 @@ func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, readAt int64
 // unmatched hands c, whose first bytes no candidate decrypts, to the first
 // candidate tried, which decrypts and frames them as a single secret
 // would, so that validation refuses the packet with that secret's reason.
-func (d *decrypter) unmatched(ctx context.Context, c *Conn, readAt int64, out chan<- Packet) {
+func (d *decrypter) unmatched(ctx context.Context, c *clientConn, readAt int64, out chan<- packet) {
 	c.decrypt.sec, c.decrypt.unmatched = &d.cands[d.order[0]], true
 	raw := c.decrypt.cur[:c.decrypt.curN]
 	c.decrypt.cur, c.decrypt.curN = nil, 0
@@ -139,7 +139,7 @@ func (d *decrypter) unmatched(ctx context.Context, c *Conn, readAt int64, out ch
 
 // rankFor sets d.order to the candidates that may serve c's address, most
 // specific network first and in configuration order among equals.
-func (d *decrypter) rankFor(c *Conn) {
+func (d *decrypter) rankFor(c *clientConn) {
 	addr := c.Peer.Addr()
 	d.order = d.order[:0]
 	for i := range d.cands {
