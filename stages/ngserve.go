@@ -906,14 +906,14 @@ func (s *ngSession) push(data []byte) {
 	s.handOn(len(data), func() bool { return send(w.ctx, srv.out, p) })
 }
 
-// handOn hands a pushed command of n bytes on with send, which blocks
-// while the queue is full, and has the session wait for its outcome. The
-// flow counts the command until then: one at a time per session, which
-// reads nothing meanwhile.
-func (s *ngSession) handOn(n int, send func() bool) {
+// handOn hands a pushed command of n bytes on with hand, which blocks
+// while the queue is full and reports whether the command was taken, and
+// has the session wait for its outcome. The flow counts the command until
+// then: one at a time per session, which reads nothing meanwhile.
+func (s *ngSession) handOn(n int, hand func() bool) {
 	flow := s.w.srv.flow
 	flow.take(s.conn, n)
-	if !send() {
+	if !hand() {
 		flow.giveBack(s.conn, n)
 		return
 	}
