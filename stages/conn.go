@@ -11,10 +11,11 @@ import (
 	"nsca_fast/stages/diagnose"
 )
 
-// clientConn is one client connection. Its fields are grouped by the stage that
-// owns them: a group is only written by its owner, and a connection is
-// owned by exactly one goroutine of each stage (connections are sharded by
-// ID), which is what keeps one client's results in order without locks.
+// clientConn is one client connection. Its fields are grouped by the
+// stage that owns them: a group is only written by its owner, and a
+// connection is owned by exactly one goroutine of each stage (connections
+// are sharded by ID), which is what keeps one client's results in order
+// without locks.
 type clientConn struct {
 	connIdentity
 	read     connRead

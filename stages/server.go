@@ -226,15 +226,15 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*ngConfig, error) {
 
 // Run starts every stage and blocks until the pipeline has drained: after
 // Shutdown, once every connection has ended and every result was written.
-func (s *Server) Run() error { return s.serve(-1) }
+func (s *Server) Run() error { return s.runPipeline(-1) }
 
 // ServeOne serves the one connection on fd, as under inetd, and returns once
 // its results are written. The server needs no listening socket for it.
-func (s *Server) ServeOne(fd int) error { return s.serve(fd) }
+func (s *Server) ServeOne(fd int) error { return s.runPipeline(fd) }
 
-// serve runs the pipeline, with the connection inetdFD when it is not -1
+// runPipeline runs the pipeline, with the connection inetdFD when it is not -1
 // (and then without accepting), until it has drained.
-func (s *Server) serve(inetdFD int) error {
+func (s *Server) runPipeline(inetdFD int) error {
 	ctx, cfg := s.ctx, s.cfg
 	depth := max(cfg.QueueSize, 1)
 	conns := make(chan *clientConn, depth)
