@@ -24,6 +24,23 @@ func (anyone) Allows(string) bool   { return true }
 func (anyone) From(netip.Addr) bool { return true }
 func (anyone) Label() string        { return "alice" }
 
+// ngTestListener opens the nsca-ng listening socket of a test on a free
+// loopback port.
+func ngTestListener(t *testing.T) (string, *os.File) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ln, err := ngListen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr, ln
+}
+
 // one is the identities file of the test: alice.
 type one struct{}
 
@@ -48,16 +65,7 @@ func TestNGOkayAfterAck(t *testing.T) {
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Skip("no openssl command")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	ln, err := ngListen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, ln := ngTestListener(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := make(chan packet, 1)
@@ -141,16 +149,7 @@ func TestNGAcceptWaitsForTheQueue(t *testing.T) {
 	if openssl.Available() != nil {
 		t.Skip("no OpenSSL in this build")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	ln, err := ngListen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, ln := ngTestListener(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := make(chan packet, 1)
