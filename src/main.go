@@ -17,6 +17,8 @@ import (
 	"nsca_fast/src/proc"
 	"nsca_fast/stages"
 	"nsca_fast/stages/cipher"
+	"nsca_fast/stages/emit"
+	"nsca_fast/stages/emit/replay"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -77,10 +79,7 @@ func run(args []string) int {
 		}
 	}
 	if o.replay != "" {
-		return replay(cfg, o.replay)
-	}
-	if worker != nil {
-		sink.WorkerSlot = worker.Slot // each worker has durable queues of its own
+		return runReplay(cfg, o.replay)
 	}
 	if o.checkOnly {
 		fmt.Println(stages.DescribeCipher(cfg))
@@ -94,11 +93,15 @@ func run(args []string) int {
 			}
 		}()
 	}
+	slot := -1 // the daemon's only process
+	if worker != nil {
+		slot = worker.Slot // each worker has durable queues of its own
+	}
 	app := &proc.App{
 		Args:          args,
 		Load:          func() (*conf.Config, error) { return loadConfig(o) },
 		Check:         func(cfg *conf.Config) error { return validate(cfg, conf.Start{Listen: true}) },
-		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.New(cfg, lfds) },
+		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.NewInSlot(cfg, lfds, slot) },
 		ServeOne:      stages.ServeInetd,
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
 		CgoGoroutines: stages.CgoGoroutines,
@@ -164,11 +167,11 @@ func loadConfig(o *options) (*conf.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// replay runs --replay PATH: 0 when every result reached every
+// runReplay runs --replay PATH: 0 when every result reached every
 // destination, 1 otherwise.
-func replay(cfg *conf.Config, path string) int {
-	rep, err := sink.Replay(cfg, path, sink.ReplayOptions{Patience: sink.ReplayPatience,
-		Progress: func(p sink.ReplayProgress) { fmt.Printf("nsca: replay %s: %s\n", path, p) }})
+func runReplay(cfg *conf.Config, path string) int {
+	rep, err := emit.Replay(cfg, path, replay.Options{Patience: replay.Patience,
+		Progress: func(p replay.Progress) { fmt.Printf("nsca: replay %s: %s\n", path, p) }})
 	fmt.Printf("nsca: replay %s: %s\n", path, rep)
 	for _, s := range rep.Skipped {
 		fmt.Printf("nsca: replay: skipped %s\n", s)

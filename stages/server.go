@@ -17,6 +17,7 @@ import (
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/diagnose"
+	"nsca_fast/stages/emit"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -33,7 +34,7 @@ type Server struct {
 	// listeners are the server's own duplicates of the listening
 	// sockets, which its accept stage owns once it runs.
 	listeners []int
-	dests     []sink.Destination
+	dests     []emit.Destination
 	acceptCfg AcceptConfig
 	// adopt feeds the accept stage connections accepted elsewhere
 	// (inetd); closing it stops accepting.
@@ -140,8 +141,13 @@ func CipherOf(cfg *conf.Config) (CipherConfig, error) {
 }
 
 // New checks the config and builds a server on already listening sockets
-// (none for ServeOne), with counters of its own.
-func New(cfg *conf.Config, listeners []int) (*Server, error) {
+// (none for ServeOne), with counters of its own, for the daemon's only
+// process.
+func New(cfg *conf.Config, listeners []int) (*Server, error) { return NewInSlot(cfg, listeners, -1) }
+
+// NewInSlot is New for the worker process of slot (nsca_workers > 0), or
+// -1 for the only process: each worker has durable queues of its own.
+func NewInSlot(cfg *conf.Config, listeners []int, slot int) (*Server, error) {
 	cipher, err := CipherOf(cfg)
 	if err != nil {
 		return nil, err
@@ -157,30 +163,29 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s := &Server{cfg: cfg, Stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher}
-	dests, err := sink.Destinations(cfg, s.Stats, s.log)
+	dests, err := emit.Destinations(cfg, slot, s.Stats, s.log)
 	if err != nil {
 		return nil, err
 	}
-	registerSinks(s.Stats, dests)
 	if listeners != nil {
 		// A daemon's pipeline, not one of inetd's processes per connection,
 		// which would say it once per connection.
-		sink.WarnStranded(cfg)
+		emit.WarnStranded(cfg, slot)
 	}
 	trusted, err := cfg.TrustedProxies()
 	if err != nil {
-		sink.CloseDestinations(dests)
+		emit.CloseDestinations(dests)
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.allowed = allowed
 	s.acceptCfg = AcceptConfig{MaxConnections: MaxConnections(cfg, openFilesLimit()), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
 	if s.listeners, err = DupListeners(listeners); err != nil {
-		sink.CloseDestinations(dests)
+		emit.CloseDestinations(dests)
 		return nil, err
 	}
 	if cfg.NscaNGListen != "" && listeners != nil {
 		if s.ng, err = ngConfigOf(cfg, allowed); err != nil {
-			sink.CloseDestinations(dests)
+			emit.CloseDestinations(dests)
 			return nil, err
 		}
 	}
@@ -303,7 +308,9 @@ func (s *Server) run(inetdFD int) error {
 		start func() error
 		input func()
 	}{
-		{func() error { return StartEmit(ctx, items, done, EmitConfig{Destinations: s.dests}, env) }, func() { close(items) }},
+		{func() error {
+			return emit.Start(ctx, items, done, emit.Config{Destinations: s.dests, Stats: env.Stats, Log: env.Log, Gauge: env.Gauge, Progress: env.Progress})
+		}, func() { close(items) }},
 		{func() error { return StartValidate(ctx, packets, items, validateCfg, env) }, func() { close(packets) }},
 		{ngStart, func() {
 			// Decrypt never started: the listener is the last sender.

@@ -89,7 +89,7 @@ func TestCommandFileKeptOpenFollowsRotation(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.retry.succeeded() // no back-off wait for the test
+	c.retry.Succeeded() // no back-off wait for the test
 	if n, err := c.Write([]Item{item(1, "h", "s", 0, "c")}); n != 1 || err != nil {
 		t.Fatalf("Write = %d, %v", n, err)
 	}
