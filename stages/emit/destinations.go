@@ -150,8 +150,20 @@ type remote struct {
 // remotes lists the remote destination kinds, on or off in cfg.
 func remotes(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog) []remote {
 	return []remote{
-		{cfg.Icinga2URL != "", "icinga2", "icinga2_api_url", cfg.Icinga2Fallback, cfg.Icinga2QueueSize, func() (sink.Sink, error) { return newIcinga(cfg, stats, log) }},
-		{cfg.GearmanServers != "", "gearman", "gearman_server", cfg.GearmanFallback, cfg.GearmanQueueSize, func() (sink.Sink, error) { return newGearman(cfg) }},
+		{cfg.Icinga2.URL != "", "icinga2", "icinga2_api_url", cfg.Icinga2.Fallback, cfg.Icinga2.QueueSize, func() (sink.Sink, error) {
+			s, err := icinga2.New(icinga2.Config{Options: cfg.Icinga2, Stats: stats, Log: log})
+			if err != nil {
+				return nil, optionError(cfg, "icinga2_api_url", err)
+			}
+			return s, nil
+		}},
+		{cfg.Gearman.Servers != "", "gearman", "gearman_server", cfg.Gearman.Fallback, cfg.Gearman.QueueSize, func() (sink.Sink, error) {
+			s, err := gearman.New(cfg.Gearman)
+			if err != nil {
+				return nil, optionError(cfg, "gearman_server", err)
+			}
+			return s, nil
+		}},
 	}
 }
 
@@ -294,40 +306,15 @@ func closeSinks(sinks []sink.Sink) {
 	}
 }
 
-func newIcinga(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog) (sink.Sink, error) {
-	s, err := icinga2.New(icinga2.Config{
-		URL: cfg.Icinga2URL, User: cfg.Icinga2User, Password: cfg.Icinga2Password,
-		CertFile: cfg.Icinga2ClientCert, KeyFile: cfg.Icinga2ClientKey, CAFile: cfg.Icinga2CAFile,
-		Insecure: !cfg.Icinga2VerifyTLS, MaxInFlight: cfg.Icinga2MaxInFlight,
-		Timeout: time.Duration(cfg.Icinga2Timeout) * time.Second, Retries: cfg.Icinga2Retries,
-		Stats: stats, Log: log,
-	})
-	if err != nil {
-		return nil, cfg.PathError("icinga2_api_url", err)
+// optionError reports an error of a remote engine's constructor (a file it
+// could not load) as a configuration error of the option it names (a
+// *sink.OptionError), else of option.
+func optionError(cfg *conf.Config, option string, err error) error {
+	var oe *sink.OptionError
+	if errors.As(err, &oe) {
+		option = oe.Option
 	}
-	return s, nil
-}
-
-func newGearman(cfg *conf.Config) (sink.Sink, error) {
-	gc := gearman.Config{
-		Servers: cfg.GearmanServerList(), Queue: cfg.GearmanQueue, Encrypt: cfg.GearmanEncryption,
-		Timeout: time.Duration(cfg.GearmanTimeout) * time.Second,
-	}
-	if cfg.GearmanEncryption {
-		gc.Key = []byte(cfg.GearmanKey)
-		if cfg.GearmanKeyFile != "" {
-			key, err := gearman.ReadKeyFile(cfg.GearmanKeyFile)
-			if err != nil {
-				return nil, cfg.PathError("gearman_keyfile", err)
-			}
-			gc.Key = key
-		}
-	}
-	s, err := gearman.New(gc)
-	if err != nil {
-		return nil, cfg.PathError("gearman_server", err)
-	}
-	return s, nil
+	return cfg.PathError(option, err)
 }
 
 // Check builds the remote sinks cfg configures, without their durable

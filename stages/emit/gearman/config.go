@@ -37,24 +37,6 @@ var (
 	errSealed      = errors.New("sink: gearman: job body is not mod_gearman's encoding")
 )
 
-// Defaults of Config, mod_gearman's own: the NEB module reads
-// results from "check_results" unless told otherwise, and a server given
-// without a port is on Gearman's registered port.
-const (
-	gearmanDefaultQueue   = "check_results"
-	gearmanDefaultPort    = "4730"
-	gearmanDefaultTimeout = 10 * time.Second
-)
-
-// Config says where and how the Gearman sink submits results.
-type Config struct {
-	Servers []string      // host:port, tried in order
-	Queue   string        // "" means "check_results"
-	Encrypt bool          // mod_gearman's encryption=yes: AES-256-ECB, then base64
-	Key     []byte        // as given by gearman_key or read from the key file; the sink applies mod_gearman's truncation/padding
-	Timeout time.Duration // per dial/read/write; 0 means 10s
-}
-
 // Gearman submits each result as a background job (SUBMIT_JOB_BG) to the
 // first job server of its list that accepts a connection, keeping the
 // connection for the next Write. A result counts as delivered once the job
@@ -87,39 +69,27 @@ type Gearman struct {
 	reply []byte
 }
 
-// New checks cfg and returns the sink; nothing is dialed before the
-// first Write, so a job server that is down does not stop the daemon.
-func New(cfg Config) (*Gearman, error) {
-	g := &Gearman{queue: cfg.Queue, timeout: cfg.Timeout, retry: sink.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}}
-	if len(cfg.Servers) == 0 {
-		return nil, fmt.Errorf("%w: no job server given", errConfig)
-	}
-	for _, s := range cfg.Servers {
-		addr, err := gearmanAddr(s)
-		if err != nil {
-			return nil, err
-		}
-		g.servers = append(g.servers, addr)
-	}
+// New returns the sink for o, which are valid (Validate), reading its key
+// file; nothing is dialed before the first Write, so a job server that is
+// down does not stop the daemon.
+func New(o Options) (*Gearman, error) {
+	g := &Gearman{queue: o.Queue, timeout: o.Timeout, retry: sink.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}}
+	g.servers, _ = serverList(o.Servers)
 	if g.queue == "" {
-		g.queue = gearmanDefaultQueue
+		g.queue = DefaultQueue
 	}
-	// The function name is NUL-terminated on the wire, and gearmand refuses
-	// names of GEARMAN_FUNCTION_MAX_SIZE (512) bytes or more.
-	if strings.IndexByte(g.queue, 0) >= 0 || len(g.queue) >= 512 {
-		return nil, fmt.Errorf("%w: result queue %q: must be shorter than 512 bytes, without NUL", errConfig, g.queue)
+	if g.timeout == 0 {
+		g.timeout = DefaultTimeout
 	}
-	switch {
-	case g.timeout == 0:
-		g.timeout = gearmanDefaultTimeout
-	case g.timeout < 0:
-		return nil, fmt.Errorf("%w: negative timeout %v", errConfig, g.timeout)
-	}
-	if cfg.Encrypt {
-		if len(gearmanKey(cfg.Key)) == 0 {
-			return nil, fmt.Errorf("%w: encryption is on but the key is empty", errConfig)
+	if o.Encryption {
+		key := []byte(o.Key)
+		if o.KeyFile != "" {
+			var err error
+			if key, err = readKeyFile(o.KeyFile); err != nil {
+				return nil, &sink.OptionError{Option: "gearman_keyfile", Kind: err}
+			}
 		}
-		g.block = gearmanCipher(cfg.Key)
+		g.block = gearmanCipher(key)
 	}
 	var r [6]byte
 	if _, err := rand.Read(r[:]); err != nil {
@@ -130,20 +100,38 @@ func New(cfg Config) (*Gearman, error) {
 	return g, nil
 }
 
-// gearmanAddr gives s the default port when it has none, as mod_gearman's
-// server list does, and checks it is host:port.
+// serverList reads a gearman_server list: host:port entries, separated by
+// commas, each given the default port when it has none, as mod_gearman's
+// server list does.
+func serverList(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("no job server given")
+	}
+	var out []string
+	for _, entry := range strings.Split(s, ",") {
+		addr, err := gearmanAddr(entry)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, addr)
+	}
+	return out, nil
+}
+
+// gearmanAddr gives s the default port when it has none and checks it is
+// host:port.
 func gearmanAddr(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return "", fmt.Errorf("%w: empty job server address", errConfig)
+		return "", errors.New("empty job server address")
 	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		// No port: host, or a bare IPv6 address.
-		host, port = strings.Trim(s, "[]"), gearmanDefaultPort
+		host, port = strings.Trim(s, "[]"), defaultPort
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		return "", fmt.Errorf("%w: job server %q: bad port", errConfig, s)
+		return "", fmt.Errorf("job server %q: bad port", s)
 	}
 	return net.JoinHostPort(host, port), nil
 }

@@ -252,7 +252,7 @@ func TestGearmanReadKeyFile(t *testing.T) {
 		if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ReadKeyFile(p)
+		got, err := readKeyFile(p)
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%s: got %q, %v; want %q", tc.name, got, err, tc.want)
 		}
@@ -262,17 +262,17 @@ func TestGearmanReadKeyFile(t *testing.T) {
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := ReadKeyFile(p); !errors.Is(err, errKeyFile) {
+		if got, err := readKeyFile(p); !errors.Is(err, errKeyFile) {
 			t.Errorf("key file %q: got %q, %v; want errKeyFile", content, got, err)
 		}
 	}
-	if _, err := ReadKeyFile(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := readKeyFile(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing key file: got %v, want ErrNotExist", err)
 	}
 }
 
 func TestGearmanConfig(t *testing.T) {
-	g, err := New(Config{Servers: []string{"127.0.0.1:4731", "localhost", " 10.0.0.1:1 ", "[::1]"}})
+	g, err := New(Options{Servers: "127.0.0.1:4731,localhost, 10.0.0.1:1 ,[::1]"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,25 +282,25 @@ func TestGearmanConfig(t *testing.T) {
 	if g.queue != "check_results" || g.timeout != 10*time.Second || g.block != nil || g.Name() != "gearman" {
 		t.Errorf("defaults: queue %q, timeout %v, encrypting %v, name %q", g.queue, g.timeout, g.block != nil, g.Name())
 	}
-	for _, cfg := range []Config{
+	for _, cfg := range []Options{
 		{},
-		{Servers: []string{""}},
-		{Servers: []string{"h:0"}},
-		{Servers: []string{"h:http"}},
-		{Servers: []string{"h:70000"}},
-		{Servers: []string{"h:1"}, Queue: "a\x00b"},
-		{Servers: []string{"h:1"}, Queue: strings.Repeat("q", 512)},
-		{Servers: []string{"h:1"}, Timeout: -time.Second},
-		{Servers: []string{"h:1"}, Encrypt: true},
-		{Servers: []string{"h:1"}, Encrypt: true, Key: []byte("\x00key")},
+		{Servers: " "},
+		{Servers: "h:0"},
+		{Servers: "h:http"},
+		{Servers: "h:70000"},
+		{Servers: "h:1", Queue: "a\x00b"},
+		{Servers: "h:1", Queue: strings.Repeat("q", 512)},
+		{Servers: "h:1", Timeout: -time.Second},
+		{Servers: "h:1", Encryption: true},
+		{Servers: "h:1", Encryption: true, Key: "\x00key"},
 	} {
-		if _, err := New(cfg); !errors.Is(err, errConfig) {
+		if err := cfg.Validate(); !errors.Is(err, errConfig) {
 			t.Errorf("%+v: got %v, want errConfig", cfg, err)
 		} else if !strings.HasPrefix(err.Error(), "sink: gearman: ") {
 			t.Errorf("error %q lacks the prefix", err)
 		}
 	}
-	if _, err := New(Config{Servers: []string{"h:1"}, Key: []byte("ignored without encryption")}); err != nil {
+	if _, err := New(Options{Servers: "h:1", Key: "ignored without encryption"}); err != nil {
 		t.Error(err)
 	}
 }
@@ -403,7 +403,7 @@ func (f *fakeGearmand) addr() string { return f.ln.Addr().String() }
 func TestGearmanWriteRequests(t *testing.T) {
 	f := startFakeGearmand(t, func(i int) []byte { return gearmanFrame("\x00RES", 8, fmt.Sprintf("H:fake:%d", i)) })
 	key := []byte("secret")
-	g, err := New(Config{Servers: []string{f.addr()}, Queue: "results_x", Encrypt: true, Key: key, Timeout: 2 * time.Second})
+	g, err := New(Options{Servers: f.addr(), Queue: "results_x", Encryption: true, Key: string(key), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +440,7 @@ func TestGearmanWriteRefused(t *testing.T) {
 		}
 		return gearmanFrame("\x00RES", 8, "H:fake:"+strconv.Itoa(i))
 	})
-	g, err := New(Config{Servers: []string{f.addr()}, Timeout: 2 * time.Second})
+	g, err := New(Options{Servers: f.addr(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestGearmanWriteRefused(t *testing.T) {
 
 func TestGearmanWriteBadReply(t *testing.T) {
 	f := startFakeGearmand(t, func(i int) []byte { return []byte("HTTP/1.1 400 Bad Request\r\n\r\n") })
-	g, err := New(Config{Servers: []string{f.addr()}, Timeout: 2 * time.Second})
+	g, err := New(Options{Servers: f.addr(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestGearmanWriteBadReply(t *testing.T) {
 // (the first try and the one reconnection), not forever.
 func TestGearmanWriteSilentServerTimesOut(t *testing.T) {
 	f := startFakeGearmand(t, func(int) []byte { return nil })
-	g, err := New(Config{Servers: []string{f.addr()}, Timeout: 200 * time.Millisecond})
+	g, err := New(Options{Servers: f.addr(), Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +507,7 @@ func deadAddr(t testing.TB) string {
 
 func TestGearmanWriteDeadServer(t *testing.T) {
 	dead := deadAddr(t)
-	g, err := New(Config{Servers: []string{dead}, Timeout: time.Second})
+	g, err := New(Options{Servers: dead, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,7 +683,7 @@ func queueEmpty(t *testing.T, addr, queue string) bool {
 
 func testGearmandRoundTrip(t *testing.T, key []byte) {
 	gd := startGearmand(t, 0)
-	g, err := New(Config{Servers: []string{gd.addr}, Encrypt: key != nil, Key: key, Timeout: 5 * time.Second})
+	g, err := New(Options{Servers: gd.addr, Encryption: key != nil, Key: string(key), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -719,7 +719,7 @@ func TestGearmanGearmandBase64Only(t *testing.T) { testGearmandRoundTrip(t, nil)
 
 func TestGearmanGearmandFailover(t *testing.T) {
 	gd := startGearmand(t, 0)
-	g, err := New(Config{Servers: []string{deadAddr(t), gd.addr}, Queue: "other_queue", Timeout: 2 * time.Second})
+	g, err := New(Options{Servers: deadAddr(t) + "," + gd.addr, Queue: "other_queue", Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -743,7 +743,7 @@ func TestGearmanGearmandFailover(t *testing.T) {
 // next Write notices, reconnects once and delivers everything.
 func TestGearmanGearmandRestart(t *testing.T) {
 	gd := startGearmand(t, 0)
-	g, err := New(Config{Servers: []string{gd.addr}, Timeout: 2 * time.Second})
+	g, err := New(Options{Servers: gd.addr, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,7 +771,7 @@ func TestGearmanGearmandRestart(t *testing.T) {
 // gearmand in Writes of 256; the jobs stay queued there.
 func BenchmarkGearmanWrite(b *testing.B) {
 	gd := startGearmand(b, 0)
-	g, err := New(Config{Servers: []string{gd.addr}, Encrypt: true, Key: []byte("benchmark key"), Timeout: 10 * time.Second})
+	g, err := New(Options{Servers: gd.addr, Encryption: true, Key: "benchmark key", Timeout: 10 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,12 +14,12 @@ import (
 // key up to its first NUL and at most this many bytes, padding with NULs.
 const gearmanKeyLen = 32
 
-// ReadKeyFile reads a key the way mod_gearman's keyfile option does
+// readKeyFile reads a key the way mod_gearman's keyfile option does
 // (read_keyfile in common/utils.c): the first line, but no more than 32
 // bytes of it (fgets into 33 bytes), without trailing white space. A file
 // without a key is an error rather than an empty key, which would
 // encrypt with 32 NULs.
-func ReadKeyFile(path string) ([]byte, error) {
+func readKeyFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("sink: gearman: key file: %w", err)

@@ -19,20 +19,12 @@ import (
 )
 
 // Errors of the Icinga 2 API sink. Write wraps the first three with the
-// last failure's details; New wraps errConfig.
+// last failure's details; Validate and New wrap errConfig.
 var (
 	errUnavailable = errors.New("sink: icinga2: api unavailable")
 	errAuth        = errors.New("sink: icinga2: api refused the credentials or permissions")
 	errBackoff     = errors.New("sink: icinga2: api unavailable, retrying later")
 	errConfig      = errors.New("sink: icinga2: bad configuration")
-)
-
-// Defaults: MaxInFlight and Timeout take them when zero; Retries, where 0
-// means no retry, is the caller's to default (icinga2_retries=3).
-const (
-	defaultMaxInFlight = 8
-	defaultTimeout     = 10 * time.Second
-	defaultRetries     = 3
 )
 
 const (
@@ -55,35 +47,10 @@ const (
 	icingaDownMax   = 10 * time.Second
 )
 
-// Config says where and how the Icinga sink posts results.
+// Config says where and how the Icinga sink posts results: its options,
+// checked by Options.Validate, and what the daemon gives it besides.
 type Config struct {
-	// URL is the API's base URL, e.g. https://icinga.example.org:5665; a
-	// path prefix (behind a reverse proxy) is kept. With TLS verification
-	// the host must be a name in Icinga's certificate, which Icinga's own
-	// CA issues for the NodeName only.
-	URL string
-	// User and Password authenticate with HTTP basic auth (an ApiUser with
-	// password).
-	User, Password string
-	// CertFile and KeyFile are a PEM client certificate and key (an ApiUser
-	// with client_cn), instead of or as well as basic auth.
-	CertFile, KeyFile string
-	// CAFile is the PEM CA that signed the API's certificate (Icinga's
-	// /var/lib/icinga2/certs/ca.crt); "" trusts the system's CAs.
-	CAFile string
-	// Insecure skips the verification of the API's certificate.
-	Insecure bool
-	// MaxInFlight bounds the requests under way at once and the kept-alive
-	// connections; 0 means defaultMaxInFlight.
-	MaxInFlight int
-	// Timeout bounds one request, connecting included; 0 means
-	// defaultTimeout.
-	Timeout time.Duration
-	// Retries is how many times a request that failed for a passing reason
-	// is sent again, waiting 250 ms before the first retry and twice as
-	// long before each next one (at most 5 s). 0 means none, as
-	// icinga2_retries=0 does.
-	Retries int
+	Options
 	// CheckSource is reported to Icinga as the results' check_source;
 	// "" means this machine's host name.
 	CheckSource string
@@ -121,8 +88,8 @@ type Icinga struct {
 	sorted []sink.Item
 }
 
-// New checks cfg and loads its certificates. It does not connect:
-// the first Write does.
+// New loads cfg's certificates; cfg.Options are valid (Validate). It does
+// not connect: the first Write does.
 func New(cfg Config) (*Icinga, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", errConfig, fmt.Sprintf(format, args...))
@@ -131,42 +98,14 @@ func New(cfg Config) (*Icinga, error) {
 	if err != nil {
 		return nil, bad("url %q: %v", cfg.URL, err)
 	}
-	if u.Scheme != "https" && u.Scheme != "http" {
-		// Icinga itself speaks HTTPS only; plain HTTP can only reach a proxy.
-		return nil, bad("url %q: scheme must be https (or http to a proxy)", cfg.URL)
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
-	if u.Host == "" {
-		return nil, bad("url %q has no host", cfg.URL)
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, bad("url %q: give credentials as user and password, and no query or fragment", cfg.URL)
-	}
-	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
-		return nil, bad("a client certificate needs both its certificate and its key file")
-	}
-	if cfg.User == "" && cfg.CertFile == "" {
-		return nil, bad("no credentials: give a user and password, or a client certificate and key")
-	}
-	if cfg.User != "" && cfg.Password == "" {
-		return nil, bad("user %q has no password", cfg.User)
-	}
-	switch {
-	case cfg.MaxInFlight < 0:
-		return nil, bad("max in flight %d is negative", cfg.MaxInFlight)
-	case cfg.MaxInFlight == 0:
-		cfg.MaxInFlight = defaultMaxInFlight
-	}
-	switch {
-	case cfg.Timeout < 0:
-		return nil, bad("timeout %v is negative", cfg.Timeout)
-	case cfg.Timeout == 0:
-		cfg.Timeout = defaultTimeout
-	}
-	if cfg.Retries < 0 {
-		return nil, bad("retries %d is negative", cfg.Retries)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
 	}
 	retries := cfg.Retries
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.Insecure}
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: !cfg.VerifyTLS}
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {

@@ -157,11 +157,13 @@ func TestIcingaRequestInvalidUTF8(t *testing.T) {
 	}
 }
 
+// TestNewIcingaValidates: Validate refuses the options that cannot work,
+// New the files it cannot load.
 func TestNewIcingaValidates(t *testing.T) {
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "ca.txt")
 	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
-	ok := Config{URL: "https://icinga:5665", User: "u", Password: "p"}
+	ok := Config{Options: Options{URL: "https://icinga:5665", User: "u", Password: "p"}}
 	for _, c := range []struct {
 		name   string
 		change func(*Config)
@@ -172,10 +174,10 @@ func TestNewIcingaValidates(t *testing.T) {
 		{"no host", func(c *Config) { c.URL = "https:///v1" }, "no host"},
 		{"credentials in url", func(c *Config) { c.URL = "https://u:p@icinga:5665" }, "credentials"},
 		{"query", func(c *Config) { c.URL = "https://icinga:5665/?x=1" }, "query"},
-		{"no credentials", func(c *Config) { c.User, c.Password = "", "" }, "no credentials"},
+		{"no credentials", func(c *Config) { c.User, c.Password = "", "" }, "needs icinga2_api_user"},
 		{"no password", func(c *Config) { c.Password = "" }, "no password"},
-		{"cert without key", func(c *Config) { c.CertFile = "/x.crt" }, "both"},
-		{"key without cert", func(c *Config) { c.KeyFile = "/x.key" }, "both"},
+		{"cert without key", func(c *Config) { c.CertFile = "/x.crt" }, "go together"},
+		{"key without cert", func(c *Config) { c.KeyFile = "/x.key" }, "go together"},
 		{"missing cert", func(c *Config) {
 			c.CertFile, c.KeyFile = filepath.Join(dir, "x.crt"), filepath.Join(dir, "x.key")
 		}, "client certificate"},
@@ -187,7 +189,11 @@ func TestNewIcingaValidates(t *testing.T) {
 	} {
 		cfg := ok
 		c.change(&cfg)
-		_, err := New(cfg)
+		// What Validate lets through (the files) New loads.
+		err := cfg.Validate()
+		if err == nil {
+			_, err = New(cfg)
+		}
 		if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want errConfig mentioning %q", c.name, err, c.want)
 		}
@@ -196,7 +202,7 @@ func TestNewIcingaValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name() != "icinga2" || s.cfg.MaxInFlight != defaultMaxInFlight || s.cfg.Timeout != defaultTimeout || s.retries != 0 {
+	if s.Name() != "icinga2" || s.cfg.MaxInFlight != DefaultMaxInFlight || s.cfg.Timeout != DefaultTimeout || s.retries != 0 {
 		t.Errorf("defaults: name %q, in flight %d, timeout %v, retries %d", s.Name(), s.cfg.MaxInFlight, s.cfg.Timeout, s.retries)
 	}
 	if host, _ := os.Hostname(); host != "" && s.source != host {
@@ -313,8 +319,8 @@ func (f *fakeIcinga) requests() []icingaRequest {
 // certificate, changed by change.
 func (f *fakeIcinga) sink(change func(*Config)) *Icinga {
 	f.t.Helper()
-	cfg := Config{URL: f.srv.URL, User: "nsca", Password: "secret", CAFile: f.caFile,
-		Timeout: 2 * time.Second, Retries: 2, CheckSource: "test"}
+	cfg := Config{Options: Options{URL: f.srv.URL, User: "nsca", Password: "secret", CAFile: f.caFile, VerifyTLS: true,
+		Timeout: 2 * time.Second, Retries: 2}, CheckSource: "test"}
 	if change != nil {
 		change(&cfg)
 	}
@@ -581,7 +587,7 @@ func TestIcingaWriteRefused(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s, err := New(Config{URL: "https://" + addr, User: "u", Password: "p", Timeout: time.Second, Retries: 2})
+	s, err := New(Config{Options: Options{URL: "https://" + addr, User: "u", Password: "p", VerifyTLS: true, Timeout: time.Second, Retries: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +622,7 @@ func TestIcingaWriteVerifiesTLS(t *testing.T) {
 	if n != 0 || !errors.Is(err, errUnavailable) || !strings.Contains(err.Error(), "certificate") || time.Since(start) > 200*time.Millisecond {
 		t.Errorf("Write = %d, %v after %v; want 0 and a certificate error at once", n, err, time.Since(start))
 	}
-	s = f.sink(func(c *Config) { c.CAFile = ""; c.Insecure = true })
+	s = f.sink(func(c *Config) { c.CAFile = ""; c.VerifyTLS = false })
 	if n, err := s.Write(items(3, 10)); n != 3 || err != nil {
 		t.Errorf("Insecure: Write = %d, %v; want 3, nil", n, err)
 	}
