@@ -18,6 +18,7 @@ import (
 	"nsca_fast/stages"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/emit"
+	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/replay"
 	"nsca_fast/stages/emit/sink"
 )
@@ -93,19 +94,20 @@ func run(args []string) int {
 			}
 		}()
 	}
-	slot := -1 // the daemon's only process
+	// What the sinks of every pipeline this process runs share.
+	process := emit.Process{Slot: -1, Reopens: &sink.Reopener{}, Stamps: &gearman.Stamps{}}
 	if worker != nil {
-		slot = worker.Slot // each worker has durable queues of its own
+		process.Slot = worker.Slot // each worker has durable queues of its own
 	}
 	app := &proc.App{
 		Args:          args,
 		Load:          func() (*conf.Config, error) { return loadConfig(o) },
 		Check:         func(cfg *conf.Config) error { return validate(cfg, conf.Start{Listen: true}) },
-		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.NewInSlot(cfg, lfds, slot) },
+		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.NewIn(cfg, lfds, process) },
 		ServeOne:      stages.ServeInetd,
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
 		CgoGoroutines: stages.CgoGoroutines,
-		Reopen:        sink.Reopen,
+		Reopen:        process.Reopens.Reopen,
 		Version:       Version,
 	}
 	switch {

@@ -141,13 +141,15 @@ func CipherOf(cfg *conf.Config) (CipherConfig, error) {
 }
 
 // New checks the config and builds a server on already listening sockets
-// (none for ServeOne), with counters of its own, for the daemon's only
-// process.
-func New(cfg *conf.Config, listeners []int) (*Server, error) { return NewInSlot(cfg, listeners, -1) }
+// (none for ServeOne), with counters of its own, for a process of its own
+// (the daemon's only one, without SIGUSR1's reopens).
+func New(cfg *conf.Config, listeners []int) (*Server, error) {
+	return NewIn(cfg, listeners, emit.Process{Slot: -1})
+}
 
-// NewInSlot is New for the worker process of slot (nsca_workers > 0), or
-// -1 for the only process: each worker has durable queues of its own.
-func NewInSlot(cfg *conf.Config, listeners []int, slot int) (*Server, error) {
+// NewIn is New in the process p, whose worker slot, reopen requests and
+// Gearman start_times its sinks share with the process's other pipelines.
+func NewIn(cfg *conf.Config, listeners []int, p emit.Process) (*Server, error) {
 	cipher, err := CipherOf(cfg)
 	if err != nil {
 		return nil, err
@@ -163,14 +165,14 @@ func NewInSlot(cfg *conf.Config, listeners []int, slot int) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s := &Server{cfg: cfg, Stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher}
-	dests, err := emit.Destinations(cfg, slot, s.Stats, s.log)
+	dests, err := emit.Destinations(cfg, p, s.Stats, s.log)
 	if err != nil {
 		return nil, err
 	}
 	if listeners != nil {
 		// A daemon's pipeline, not one of inetd's processes per connection,
 		// which would say it once per connection.
-		emit.WarnStranded(cfg, slot)
+		emit.WarnStranded(cfg, p.Slot)
 	}
 	trusted, err := cfg.TrustedProxies()
 	if err != nil {
@@ -184,7 +186,7 @@ func NewInSlot(cfg *conf.Config, listeners []int, slot int) (*Server, error) {
 		return nil, err
 	}
 	if cfg.NscaNGListen != "" && listeners != nil {
-		if s.ng, err = ngConfigOf(cfg, allowed); err != nil {
+		if s.ng, err = ngConfigOf(cfg, allowed, p.Reopens); err != nil {
 			emit.CloseDestinations(dests)
 			return nil, err
 		}
@@ -196,8 +198,9 @@ func NewInSlot(cfg *conf.Config, listeners []int, slot int) (*Server, error) {
 
 // ngConfigOf is the nsca-ng listener's settings for cfg, with the
 // identities of identities_file (whose settings other than authorize
-// blocks the configuration warns about, once each).
-func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*NGConfig, error) {
+// blocks the configuration warns about, once each); its command file
+// follows reopens.
+func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener) (*NGConfig, error) {
 	if err := openssl.Available(); err != nil {
 		return nil, cfg.PathError("nsca_ng_listen", err)
 	}
@@ -221,6 +224,7 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*NGConfig, error) {
 	if cfg.CommandFile != "" {
 		ng.Commands = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
 		ng.Commands.Lock = true
+		ng.Commands.Reopens = reopens
 	}
 	if ng.Listener, err = NGListen(cfg.NscaNGListen); err != nil {
 		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", ErrNG, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)

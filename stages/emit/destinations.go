@@ -57,16 +57,31 @@ type Destination struct {
 	Capacity int
 }
 
-// Chain builds the local sinks in the order results try them: the command
-// file first and the spool if it fails (nsca_fast's behaviour; with only one
-// of them set, that one), then the alternate dump file as the last resort.
-func Chain(cfg *conf.Config) ([]sink.Sink, error) {
-	chain, err := localFallbacks(cfg)
+// Process is what the destinations of one process share across the
+// pipelines it runs (a reload builds a new one beside the old, which
+// drains): its worker slot, whose durable queues are its own, the reopen
+// requests of SIGUSR1, and the Gearman results' start_times.
+type Process struct {
+	// Slot is the worker slot (nsca_workers > 0), or -1 for the daemon's
+	// only process.
+	Slot int
+	// Reopens and Stamps, when set, are handed to the sinks that use them.
+	Reopens *sink.Reopener
+	Stamps  *gearman.Stamps
+}
+
+// localChain builds the local sinks in the order results try them: the
+// command file first and the spool if it fails (nsca_fast's behaviour; with
+// only one of them set, that one), then the alternate dump file as the
+// last resort.
+func localChain(cfg *conf.Config, p Process) ([]sink.Sink, error) {
+	chain, err := localFallbacks(cfg, p)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.CommandFile != "" {
 		c := sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
+		c.Reopens = p.Reopens
 		// conf refuses this too, but not under nsca_chroot, where the path
 		// means something only now.
 		if err := c.Probe(); errors.Is(err, sink.ErrIsDir) {
@@ -96,7 +111,7 @@ func Chain(cfg *conf.Config) ([]sink.Sink, error) {
 
 // localFallbacks builds what takes the results the command file cannot:
 // the spool, then the dump file, each if configured.
-func localFallbacks(cfg *conf.Config) ([]sink.Sink, error) {
+func localFallbacks(cfg *conf.Config, p Process) ([]sink.Sink, error) {
 	var out []sink.Sink
 	if cfg.CheckResultPath != "" {
 		s, err := spoolFor(cfg)
@@ -106,7 +121,7 @@ func localFallbacks(cfg *conf.Config) ([]sink.Sink, error) {
 		out = append(out, s)
 	}
 	if cfg.AlternateDumpFile != "" {
-		out = append(out, sink.NewDump(cfg.AlternateDumpFile))
+		out = append(out, dumpFor(cfg, p))
 	}
 	return out, nil
 }
@@ -121,9 +136,16 @@ func spoolFor(cfg *conf.Config) (sink.Sink, error) {
 	return s.Capped(cfg.CheckResultPathMaxFiles, max(cfg.QueueSize, 1)), nil
 }
 
+// dumpFor is the alternate dump file, following p's reopens.
+func dumpFor(cfg *conf.Config, p Process) sink.Sink {
+	d := sink.NewDump(cfg.AlternateDumpFile)
+	d.Reopens = p.Reopens
+	return d
+}
+
 // fallbackChain builds a remote sink's fallback (a *_fallback option's
 // value): a spool, a dump file, or nothing.
-func fallbackChain(cfg *conf.Config, option string) ([]sink.Sink, error) {
+func fallbackChain(cfg *conf.Config, option string, p Process) ([]sink.Sink, error) {
 	switch cfg.Fallback(option) {
 	case conf.FallbackSpool:
 		s, err := spoolFor(cfg)
@@ -132,7 +154,7 @@ func fallbackChain(cfg *conf.Config, option string) ([]sink.Sink, error) {
 		}
 		return []sink.Sink{s}, nil
 	case conf.FallbackDump:
-		return []sink.Sink{sink.NewDump(cfg.AlternateDumpFile)}, nil
+		return []sink.Sink{dumpFor(cfg, p)}, nil
 	}
 	return nil, nil
 }
@@ -148,7 +170,7 @@ type remote struct {
 }
 
 // remotes lists the remote destination kinds, on or off in cfg.
-func remotes(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog) []remote {
+func remotes(cfg *conf.Config, p Process, stats *counters.Stats, log *counters.RateLog) []remote {
 	return []remote{
 		{cfg.Icinga2.URL != "", "icinga2", "icinga2_api_url", cfg.Icinga2.Fallback, cfg.Icinga2.QueueSize, func() (sink.Sink, error) {
 			s, err := icinga2.New(icinga2.Config{Options: cfg.Icinga2, Stats: stats, Log: log})
@@ -161,6 +183,9 @@ func remotes(cfg *conf.Config, stats *counters.Stats, log *counters.RateLog) []r
 			s, err := gearman.New(cfg.Gearman)
 			if err != nil {
 				return nil, optionError(cfg, "gearman_server", err)
+			}
+			if p.Stamps != nil {
+				s.Stamps = p.Stamps
 			}
 			return s, nil
 		}},
@@ -177,7 +202,7 @@ func WarnStranded(cfg *conf.Config, slot int) {
 	if cfg.QueueDirectory == "" || slot > 0 {
 		return
 	}
-	for _, r := range remotes(cfg, nil, nil) {
+	for _, r := range remotes(cfg, Process{Slot: -1}, nil, nil) {
 		if !r.on {
 			warnStranded(cfg, r.name, r.option)
 		}
@@ -185,18 +210,18 @@ func WarnStranded(cfg *conf.Config, slot int) {
 }
 
 // Destinations builds every destination the config asks for: the local
-// core (command file, spool, dump file), Icinga 2's API and Gearman, with
-// the durable queues of worker slot slot (-1: the daemon's only process),
+// core (command file, spool, dump file), Icinga 2's API and Gearman, for
+// the process p (its durable queues are those of its slot),
 // and creates their sinks' counters in stats (when set). On an error, the
 // sinks built so far are closed.
-func Destinations(cfg *conf.Config, slot int, stats *counters.Stats, log *counters.RateLog) (dests []Destination, err error) {
+func Destinations(cfg *conf.Config, p Process, stats *counters.Stats, log *counters.RateLog) (dests []Destination, err error) {
 	defer func() {
 		if err != nil {
 			CloseDestinations(dests)
 			dests = nil
 		}
 	}()
-	kinds := remotes(cfg, stats, log)
+	kinds := remotes(cfg, p, stats, log)
 	count := 0
 	if cfg.LocalSinks() {
 		count++
@@ -211,7 +236,7 @@ func Destinations(cfg *conf.Config, slot int, stats *counters.Stats, log *counte
 	overflows := count > 1
 	if cfg.LocalSinks() {
 		local := Destination{Name: "local", Capacity: max(cfg.QueueSize, 1), Blocking: true}
-		if local.Chain, err = Chain(cfg); err != nil {
+		if local.Chain, err = localChain(cfg, p); err != nil {
 			return dests, err
 		}
 		dests = append(dests, local)
@@ -219,7 +244,7 @@ func Destinations(cfg *conf.Config, slot int, stats *counters.Stats, log *counte
 			// The overflow skips the command file (with remote sinks, the
 			// local destination exists only for it): the queue is full
 			// because the core reads it too slowly.
-			overflow, err := localFallbacks(cfg)
+			overflow, err := localFallbacks(cfg, p)
 			if err != nil {
 				return dests, err
 			}
@@ -237,18 +262,18 @@ func Destinations(cfg *conf.Config, slot int, stats *counters.Stats, log *counte
 		if err != nil {
 			return dests, fmt.Errorf("%w: %w", errConfig, err)
 		}
-		if s, err = durableFor(cfg, slot, s, stats, log); err != nil {
+		if s, err = durableFor(cfg, p.Slot, s, stats, log); err != nil {
 			return dests, fmt.Errorf("%w: %w", errConfig, err)
 		}
 		d := Destination{Name: r.name, Chain: []sink.Sink{s}, Capacity: r.capacity, Remote: true}
 		dests = append(dests, d)
-		fallback, err := fallbackChain(cfg, r.fallback)
+		fallback, err := fallbackChain(cfg, r.fallback, p)
 		if err != nil {
 			return dests, err
 		}
 		dests[len(dests)-1].Chain = append(dests[len(dests)-1].Chain, fallback...)
 		if overflows {
-			if dests[len(dests)-1].Overflow, err = fallbackChain(cfg, r.fallback); err != nil {
+			if dests[len(dests)-1].Overflow, err = fallbackChain(cfg, r.fallback, p); err != nil {
 				return dests, err
 			}
 		}
@@ -322,7 +347,7 @@ func optionError(cfg *conf.Config, option string, err error) error {
 // as Destinations does, so that a configuration check refuses what the
 // daemon would.
 func Check(cfg *conf.Config) error {
-	for _, r := range remotes(cfg, nil, nil) {
+	for _, r := range remotes(cfg, Process{Slot: -1}, nil, nil) {
 		if !r.on {
 			continue
 		}
@@ -349,7 +374,7 @@ func Replay(cfg *conf.Config, path string, opts replay.Options) (replay.Report, 
 // reads, is never one, and neither is the spool a replay reads.
 func replaySinks(cfg *conf.Config, input string) ([]sink.Sink, error) {
 	var sinks []sink.Sink
-	for _, r := range remotes(cfg, nil, nil) {
+	for _, r := range remotes(cfg, Process{Slot: -1}, nil, nil) {
 		if !r.on {
 			continue
 		}

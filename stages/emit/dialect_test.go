@@ -52,7 +52,7 @@ func TestDialectReachesSinks(t *testing.T) {
 				t.Fatal(err)
 			}
 			stats := counters.NewStats()
-			dests, err := Destinations(cfg, -1, stats, nil)
+			dests, err := Destinations(cfg, Process{Slot: -1}, stats, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

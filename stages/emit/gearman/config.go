@@ -45,6 +45,11 @@ var (
 // the next server, or to the fallback), so a result may arrive twice but
 // is not lost.
 type Gearman struct {
+	// Stamps spaces the start_times of one service's results; New gives
+	// the sink one of its own, which a caller replaces before the first
+	// Write to share the process's.
+	Stamps *Stamps
+
 	servers []string
 	queue   string
 	block   cipher.Block // nil without encryption
@@ -73,7 +78,7 @@ type Gearman struct {
 // file; nothing is dialed before the first Write, so a job server that is
 // down does not stop the daemon.
 func New(o Options) (*Gearman, error) {
-	g := &Gearman{queue: o.Queue, timeout: o.Timeout, retry: sink.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}}
+	g := &Gearman{Stamps: &Stamps{}, queue: o.Queue, timeout: o.Timeout, retry: sink.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}}
 	g.servers, _ = serverList(o.Servers)
 	if g.queue == "" {
 		g.queue = DefaultQueue

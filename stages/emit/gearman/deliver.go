@@ -106,7 +106,7 @@ func (g *Gearman) submit(items []sink.Item) (int, error) {
 		g.buf = g.buf[:0]
 		n := 0
 		for done+n < len(items) && n < gearmanChunkJobs && len(g.buf) < gearmanChunkBytes {
-			g.plain = appendGearmanResultAt(g.plain[:0], items[done+n], gearmanStamp(items[done+n]))
+			g.plain = appendGearmanResultAt(g.plain[:0], items[done+n], g.Stamps.next(items[done+n]))
 			g.seq++
 			g.uniq = strconv.AppendUint(g.uniq[:g.uniqLen], g.seq, 10)
 			// The body is sealed straight into the request, whose size is

@@ -34,7 +34,7 @@ func TestGearmanResultService(t *testing.T) {
 }
 
 // jobMicros matches the microseconds of a job's times, which Write moves
-// on for a service that had a result in the same second (gearmanStamp).
+// on for a service that had a result in the same second (Stamps).
 var jobMicros = regexp.MustCompile(`(?m)^((?:start|finish)_time=\d+)\.\d{6}$`)
 
 // sameJob compares two job texts but for their microseconds.
@@ -46,7 +46,8 @@ func sameJob(a, b []byte) bool {
 // times within a process, so that Nagios keeps the newest of a burst; a
 // later second starts from the receipt time again.
 func TestGearmanStampsIncrease(t *testing.T) {
-	svc := func(s string, at int64) int64 { return gearmanStamp(item(at, "stamp-host", s, 0, "")) }
+	var stamps Stamps
+	svc := func(s string, at int64) int64 { return stamps.next(item(at, "stamp-host", s, 0, "")) }
 	if a, b, c := svc("a", 100), svc("a", 100), svc("a", 100); a != 100e6 || b != a+1 || c != b+1 {
 		t.Errorf("one second: %d %d %d, want 100000000 and one microsecond more each", a, b, c)
 	}

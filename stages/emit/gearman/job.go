@@ -32,33 +32,33 @@ func appendResult(b []byte, it sink.Item) []byte {
 	return appendGearmanResultAt(b, it, it.Time*1e6)
 }
 
-// gearmanStamps gives each result of one service a start_time later than
-// the previous one's, by a microsecond if need be: mod_gearman hands a
-// burst of results to the core newest first, and the core keeps the one
-// with the latest time, so two results of one second must differ. It is
-// per process, not per sink, so that a reload's new sink goes on from the
-// old one's times.
-var gearmanStamps struct {
-	sync.Mutex
+// Stamps gives each result of one service a start_time later than the
+// previous one's, by a microsecond if need be: mod_gearman hands a burst of
+// results to the core newest first, and the core keeps the one with the
+// latest time, so two results of one second must differ. A process keeps
+// one for all its Gearman sinks (Gearman.Stamps), so that a reload's new
+// sink goes on from the old one's times. The zero value is ready.
+type Stamps struct {
+	mu   sync.Mutex
 	last map[gearmanObject]int64
 }
 
 type gearmanObject struct{ host, service string }
 
-// gearmanStamp returns the time in microseconds to send it with: its
-// receipt time, or just after the last one sent for its service.
-func gearmanStamp(it sink.Item) int64 {
+// next returns the time in microseconds to send it with: its receipt time,
+// or just after the last one sent for its service.
+func (s *Stamps) next(it sink.Item) int64 {
 	us := it.Time * 1e6
 	k := gearmanObject{it.Result.Host, it.Result.Service}
-	gearmanStamps.Lock()
-	defer gearmanStamps.Unlock()
-	if gearmanStamps.last == nil {
-		gearmanStamps.last = map[gearmanObject]int64{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = map[gearmanObject]int64{}
 	}
-	if last, ok := gearmanStamps.last[k]; ok && us <= last {
+	if last, ok := s.last[k]; ok && us <= last {
 		us = last + 1
 	}
-	gearmanStamps.last[k] = us
+	s.last[k] = us
 	return us
 }
 

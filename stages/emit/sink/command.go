@@ -60,6 +60,9 @@ type CommandFile struct {
 	// several processes writing one FIFO: a write longer than PIPE_BUF
 	// takes more than one write(2) and must not interleave with another's.
 	Lock bool
+	// Reopens, when set, asks the command file kept open to open its path
+	// anew (SIGUSR1).
+	Reopens *Reopener
 
 	fd     int
 	isFIFO bool
@@ -115,7 +118,7 @@ func (c *CommandFile) open() error {
 	}
 	var fd int
 	var err error
-	c.held.opening()
+	c.held.opening(c.Reopens)
 	for {
 		fd, err = unix.Open(c.Path, flags, 0)
 		if err != unix.EINTR {
@@ -195,7 +198,7 @@ func (c *CommandFile) revalidate() {
 			c.closeFD()
 		}
 	case !c.isFIFO && c.Aggregate:
-		if c.held.stale(c.Path) {
+		if c.held.stale(c.Path, c.Reopens) {
 			c.closeFD()
 		}
 	}

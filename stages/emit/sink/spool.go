@@ -268,11 +268,13 @@ func (s *Spool) Close() error { return nil }
 // Dump appends command lines to alternate_dump_file, creating it if needed,
 // where stock puts results while the command file is missing. It keeps the
 // file open, and opens the path again once it names another file (log
-// rotation) or Reopen asks.
+// rotation) or its Reopens asks.
 type Dump struct {
 	Path string
-	fd   int
-	held heldFile
+	// Reopens, when set, asks it to open its path anew (SIGUSR1).
+	Reopens *Reopener
+	fd      int
+	held    heldFile
 	// opened is set from opening the file until the first write has
 	// looked at its end (endTorn).
 	opened bool
@@ -330,7 +332,7 @@ func (d *Dump) Write(items []Item) (int, error) {
 func (d *Dump) lock() (int, error) {
 	for tries := 0; ; tries++ {
 		if d.fd < 0 {
-			d.held.opening()
+			d.held.opening(d.Reopens)
 			fd, err := unix.Open(d.Path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o666)
 			if err != nil {
 				return -1, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
@@ -341,7 +343,7 @@ func (d *Dump) lock() (int, error) {
 		locked := unix.Flock(d.fd, unix.LOCK_EX) == nil
 		// A file just opened that is stale already is being rotated again:
 		// the lines go to it rather than round this loop for ever.
-		if tries > 0 || !d.held.stale(d.Path) {
+		if tries > 0 || !d.held.stale(d.Path, d.Reopens) {
 			if d.opened && locked {
 				d.opened = false
 				d.endTorn()
