@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Server CPU per check of the decryption engines (issue 14), same run:
+# Server CPU per check of the decryption engines, same run:
 # nsca_fast with decryption_engine=libmcrypt and =native, the C++ nsca_fast
 # when NSCA_CPP names its binary, and libmcrypt's own cost per packet
 # (`nsca-bench floor`), for methods 14, 3 and 2 at 10 checks per connection,
@@ -12,8 +12,8 @@
 # since other load only ever adds cost). Every process started here is
 # stopped by its PID.
 #
-# `bench-engines.sh side` is issue 24's side by side instead, printed as one
-# report with ratios and targets (`nsca-bench report --issue 24`):
+# `bench-engines.sh side` prints the side by side of the engines instead,
+# one report with ratios and targets (`nsca-bench report --engines`):
 #  - saturation: methods 3, 2, 14, 8 and 4, clients that encrypt ahead
 #    (`nsca-bench --ahead`: every packet encrypted before the measured part,
 #    which only writes them), ours with the default engine (auto) with
@@ -31,7 +31,7 @@
 # The daemons of one workload run in turn, ENGINE_REPS rounds of them, so
 # each comparison is of interleaved runs. ENGINE_D defaults to 3s here;
 # STOCK_NSCA names stock (default /usr/sbin/nsca); ENGINE_KEEP=DIR keeps
-# the JSON results and floors there (`nsca-bench report --issue 24
+# the JSON results and floors there (`nsca-bench report --engines
 # --results DIR/results.jsonl --floor DIR/floor.txt` prints the report
 # again). About 20 minutes on 2 cores with the defaults.
 set -euo pipefail
@@ -50,42 +50,25 @@ PASSWORD='bench-password'
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/nsca-engines.XXXXXX")"
 FIFO="$WORK/nagios.cmd"
 DPID=""
-stop_daemon() {
-  [ -n "$DPID" ] || return 0
-  local pid="$DPID"
-  DPID=""
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
+DPORT=""
+BENCH="$WORK/nsca-bench"
+. scripts/bench-lib.sh
 trap 'stop_daemon; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
 go build -o "$WORK/nsca" ./src
 go build -o "$WORK/nsca-bench" ./scripts/nsca-bench
-BENCH="$WORK/nsca-bench"
 mkfifo "$FIFO"
-
-wait_listen() { # port pid
-  for _ in $(seq 1 200); do
-    ss -ltnH "sport = :$1" 2>/dev/null | grep -q . && return 0
-    kill -0 "$2" 2>/dev/null || { echo "daemon exited at start:" >&2; cat "$WORK/daemon.log" >&2; return 1; }
-    sleep 0.025
-  done
-  echo "daemon did not listen on $1" >&2
-  return 1
-}
 
 # start BIN METHOD EXTRA-OPTION-LINES [ARGS...]: one daemon, 2 decrypt
 # threads; WORKERS (default 0) sets nsca_workers.
 start() {
   local bin="$1" method="$2" extra="$3"
   shift 3
-  PORT="$("$BENCH" freeport)"
+  DPORT="$("$BENCH" freeport)"
   {
-    echo "pid_file=$WORK/nsca-$PORT.pid"
-    echo "server_port=$PORT"
+    echo "pid_file=$WORK/nsca-$DPORT.pid"
+    echo "server_port=$DPORT"
     echo "server_address=127.0.0.1"
     echo "command_file=$FIFO"
     echo "password=$PASSWORD"
@@ -99,14 +82,14 @@ start() {
   chmod 600 "$WORK/nsca.cfg"
   "$bin" -c "$WORK/nsca.cfg" -f "$@" > "$WORK/daemon.log" 2>&1 &
   DPID=$!
-  wait_listen "$PORT" "$DPID"
+  wait_listen "$DPORT" "$DPID" "$WORK/daemon.log"
 }
 
 # run LABEL METHOD: the least CPU per check of REPS runs against the daemon started.
 run() {
   local label="$1" method="$2" best="" out v
   for _ in $(seq 1 "$REPS"); do
-    out="$("$BENCH" --json --port "$PORT" --password "$PASSWORD" --fifo "$FIFO" --server-pid "$DPID" \
+    out="$("$BENCH" --json --port "$DPORT" --password "$PASSWORD" --fifo "$FIFO" --server-pid "$DPID" \
       --method "$method" --checks-per-conn 10 --conns 4 --duration "$D" --drain 2s 2>>"$WORK/bench.err")" || continue
     v="$(echo "$out" | jq -r '.server_cpu_us_per_check')"
     if [ -z "$best" ] || awk -v a="$v" -v b="$best" 'BEGIN{exit !(a < b)}'; then best="$v"; BEST="$out"; fi
@@ -117,7 +100,7 @@ run() {
 }
 
 if [ "$MODE" = engines ]; then
-  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); cpus: $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); commit $(git rev-parse --short HEAD); runs of $D, best of $REPS"
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); cpus: $(nproc) x $(cpu_model); commit $(git rev-parse --short HEAD); runs of $D, best of $REPS"
   echo
   echo "| method | server | CPU µs/check | checks/s | delivered/sent |"
   echo "|---|---|---|---|---|"
@@ -141,36 +124,12 @@ if [ "$MODE" = engines ]; then
   exit 0
 fi
 
-# ---- side: issue 24's side by side ----
+# ---- side: the side by side of the engines and daemons ----
 RESULTS="$WORK/results.jsonl"
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+raise_nofile
 FLOORS="$WORK/floor.txt"
 LOAD="$WORK/nsca-load"
 gcc -O2 -Wall -o "$LOAD" scripts/nsca-load.c -lmcrypt -lpthread
-
-# start_stock METHOD: stock --single, in the foreground, with the options
-# it knows only.
-start_stock() {
-  local method="$1"
-  PORT="$("$BENCH" freeport)"
-  cat > "$WORK/stock.cfg" <<CFG
-pid_file=$WORK/stock-$PORT.pid
-server_port=$PORT
-server_address=127.0.0.1
-debug=0
-command_file=$FIFO
-alternate_dump_file=$WORK/stock-dump
-aggregate_writes=0
-append_to_file=0
-max_packet_age=60
-password=$PASSWORD
-decryption_method=$method
-CFG
-  chmod 600 "$WORK/stock.cfg"
-  "$STOCK" -c "$WORK/stock.cfg" -f --single > "$WORK/daemon.log" 2>&1 &
-  DPID=$!
-  wait_listen "$PORT" "$DPID"
-}
 
 # start_side DAEMON METHOD: one of the labels below. Ours holds idle
 # connections for an hour (the --ahead runs keep thousands open while they
@@ -184,7 +143,7 @@ start_side() {
   "ours libmcrypt w0") WORKERS=0 start "$WORK/nsca" "$2" "${OURS_EXTRA}decryption_engine=libmcrypt\n" ;;
   "ours libmcrypt w2") WORKERS=2 start "$WORK/nsca" "$2" "${OURS_EXTRA}decryption_engine=libmcrypt\n" ;;
   "C++ 2x2") WORKERS=2 start "$CPP" "$2" "$CPP_EXTRA" ;;
-  "stock --single") start_stock "$2" ;;
+  "stock --single") start_stock "$2" single 60 "$WORK/daemon.log" ;;
   esac
 }
 
@@ -199,7 +158,7 @@ side() {
       [ "$d" = "C++ 2x2" ] && [ -z "$CPP" ] && continue
       [ "$d" = "stock --single" ] && [ ! -x "$STOCK" ] && continue
       start_side "$d" "$m" || { stop_daemon; continue; }
-      out="$("$BENCH" --json --port "$PORT" --password "$PASSWORD" --fifo "$FIFO" --server-pid "$DPID" \
+      out="$("$BENCH" --json --port "$DPORT" --password "$PASSWORD" --fifo "$FIFO" --server-pid "$DPID" \
         --method "$m" --workload "$w" --daemon "$d" --drain 2s "$@" 2>>"$WORK/bench.err")" || true
       stop_daemon
       if [ -z "$out" ]; then echo "  $w / $d: nsca-bench failed: $(tail -1 "$WORK/bench.err")"; continue; fi
@@ -210,7 +169,7 @@ side() {
   done
 }
 
-echo "== Issue 24 side by side: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); cpus: $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src stages cgo conf 2>/dev/null || echo ' + uncommitted changes'); runs of $D, $REPS interleaved rounds; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== Issue 24 side by side: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); cpus: $(nproc) x $(cpu_model); commit $(checkout_commit); runs of $D, $REPS interleaved rounds; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -n "$CPP" ] || echo "NOTE: NSCA_CPP is unset: the C++ nsca_fast is skipped (see ../shared/bench/README.md)"
 
 # Saturation with clients that encrypt ahead: --total checks per run, sized
@@ -261,5 +220,5 @@ if [ -n "${ENGINE_KEEP:-}" ]; then
   mkdir -p "$ENGINE_KEEP" && cp "$RESULTS" "$FLOORS" "$ENGINE_KEEP"/ && echo "results kept in $ENGINE_KEEP"
 fi
 echo
-"$BENCH" report --issue 24 --results "$RESULTS" --floor "$FLOORS"
+"$BENCH" report --engines --results "$RESULTS" --floor "$FLOORS"
 echo "loadavg after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -5,9 +5,17 @@
 # NSCA_FAST_CPP, run with 2 workers x 2 threads) and the stock daemon
 # (/usr/sbin/nsca --single, and --daemon in full mode) with the same clients
 # and workloads, on loopback, and prints one table with ratios, the libmcrypt
-# floor, per-stage CPU profiles of nsca_fast and the targets of issues 5 and
-# 13, each met or missed. A missing floor_server.c or an unset NSCA_FAST_CPP
+# floor, per-stage CPU profiles of nsca_fast and its targets (against stock,
+# and against floor_server and the C++ in the side by side), each met or
+# missed. A missing floor_server.c or an unset NSCA_FAST_CPP
 # skips that daemon with a note.
+#
+# BENCH_NSCA_BEFORE=/path/to/nsca adds that binary (another build of
+# nsca_fast, e.g. main's) to the side by side of workloads b, a, c3, c14
+# and c8, as "nsca_fast before" and "nsca_fast before w=2", each run right
+# after the same run of this checkout's build, with the same config (from
+# this checkout's conf/nsca.cfg): their lines stand together in the Results
+# table and the Details.
 #
 #   NSCA_FAST_CPP=/tmp/nsca_fast_cpp/nsca bash scripts/bench.sh                # ~12 minutes on 2 cores
 #   NSCA_FAST_CPP=/tmp/nsca_fast_cpp/nsca BENCH_QUICK=1 bash scripts/bench.sh  # < 3 minutes
@@ -42,6 +50,7 @@ PASSWORD='bench-password'
 CPP="${NSCA_FAST_CPP:-}"
 FLOOR_SRC="../shared/bench/floor_server.c"
 DISTURBED="${BENCH_DISTURBED:-0.25}"
+BEFORE="${BENCH_NSCA_BEFORE:-}"
 REDO="${BENCH_REDO:-$([ "$QUICK" = 1 ] && echo 0 || echo 1)}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/nsca-bench.XXXXXX")"
@@ -51,22 +60,10 @@ DPID=""     # the daemon running now
 DPORT=""
 PPORT=""    # its pprof port, when profiled
 BPID=""     # a background nsca-bench (profiling runs)
+FAST_BIN="" FAST_LABEL=""  # nsca_fast's binary and label when not this checkout's build
+BENCH="$WORK/nsca-bench"
+. scripts/bench-lib.sh
 
-stop_daemon() {
-  [ -n "$DPID" ] || return 0
-  local pid="$DPID" kids
-  DPID=""
-  # Stock --daemon's per-connection children are ended by PID too.
-  kids="$(pgrep -P "$pid" 2>/dev/null || true)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  for k in $kids; do kill -KILL "$k" 2>/dev/null || true; done
-}
 cleanup() {
   if [ -n "$BPID" ]; then kill -TERM "$BPID" 2>/dev/null || true; wait "$BPID" 2>/dev/null || true; fi
   stop_daemon
@@ -75,16 +72,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# 10,000 idle connections need as many descriptors in the daemon and in
-# nsca-bench; raise the soft limit as far as the hard limit allows.
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+raise_nofile
 
 echo "== Machine"
 echo "date:       $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-echo "cpus:       $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+echo "cpus:       $(nproc) x $(cpu_model)"
 echo "kernel:     $(uname -sr)"
 echo "go:         $(go version)"
-echo "nsca_fast:  commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src stages cgo conf 2>/dev/null || echo ' + uncommitted changes')"
+echo "nsca_fast:  commit $(checkout_commit)"
 echo "stock:      $("$STOCK" -V 2>&1 | grep -m1 Version || true) ($STOCK)"
 if [ -n "$CPP" ] && [ -x "$CPP" ]; then
   echo "C++:        $CPP (nsca_workers=2, nsca_threads_per_worker=2)"
@@ -92,6 +87,10 @@ else
   [ -n "$CPP" ] && echo "NOTE:       NSCA_FAST_CPP=$CPP is not an executable: the C++ nsca_fast is skipped"
   [ -z "$CPP" ] && echo "NOTE:       NSCA_FAST_CPP is unset: the C++ nsca_fast is skipped (see ../shared/bench/README.md)"
   CPP=""
+fi
+if [ -n "$BEFORE" ]; then
+  [ -x "$BEFORE" ] || { echo "BENCH_NSCA_BEFORE=$BEFORE is not an executable" >&2; exit 2; }
+  echo "before:     $BEFORE (\"nsca_fast before\", w=0 and w=2, in workloads b, a, c3, c14 and c8)"
 fi
 if [ -f "$FLOOR_SRC" ]; then
   echo "floor:      $FLOOR_SRC"
@@ -108,7 +107,6 @@ echo
 
 go build -o "$WORK/nsca" ./src
 go build -o "$WORK/nsca-bench" ./scripts/nsca-bench
-BENCH="$WORK/nsca-bench"
 FLOORSRV=""
 if [ -f "$FLOOR_SRC" ]; then
   if gcc -O2 -o "$WORK/floor_server" "$FLOOR_SRC"; then
@@ -119,18 +117,9 @@ if [ -f "$FLOOR_SRC" ]; then
 fi
 mkfifo "$FIFO"   # before any daemon starts: stock would otherwise use alternate_dump_file
 
-wait_listen() { # port pid
-  for _ in $(seq 1 200); do
-    if ss -ltnH "sport = :$1" 2>/dev/null | grep -q .; then return 0; fi
-    kill -0 "$2" 2>/dev/null || { echo "daemon exited at start" >&2; return 1; }
-    sleep 0.025
-  done
-  echo "daemon did not listen on $1" >&2
-  return 1
-}
-
-# start_fast METHOD WORKERS [pprof]: nsca_fast with conf/nsca.cfg's settings,
-# except what must differ on a test machine.
+# start_fast METHOD WORKERS [pprof]: nsca_fast (FAST_BIN, default this
+# checkout's build) with conf/nsca.cfg's settings, except what must differ
+# on a test machine.
 start_fast() {
   local method="$1" workers="$2" pprof="${3:-}" cfg
   DPORT="$("$BENCH" freeport)"
@@ -159,31 +148,7 @@ start_fast() {
     PPORT="$("$BENCH" freeport)"
     args+=(--pprof "127.0.0.1:$PPORT")
   fi
-  "$WORK/nsca" "${args[@]}" > "$WORK/fast-$DPORT.log" 2>&1 &
-  DPID=$!
-  wait_listen "$DPORT" "$DPID"
-}
-
-# start_stock METHOD MODE (single or daemon), in the foreground.
-start_stock() {
-  local method="$1" mode="$2" cfg
-  DPORT="$("$BENCH" freeport)"
-  cfg="$WORK/stock-$DPORT.cfg"
-  cat > "$cfg" <<EOF
-pid_file=$WORK/stock-$DPORT.pid
-server_port=$DPORT
-server_address=127.0.0.1
-debug=0
-command_file=$FIFO
-alternate_dump_file=$WORK/stock-dump
-aggregate_writes=0
-append_to_file=0
-max_packet_age=30
-password=$PASSWORD
-decryption_method=$method
-EOF
-  chmod 600 "$cfg"
-  "$STOCK" -c "$cfg" -f "--$mode" > "$WORK/stock-$DPORT.log" 2>&1 &
+  "${FAST_BIN:-$WORK/nsca}" "${args[@]}" > "$WORK/fast-$DPORT.log" 2>&1 &
   DPID=$!
   wait_listen "$DPORT" "$DPID"
 }
@@ -262,20 +227,20 @@ redo() { # the command to repeat when the last run was disturbed
   fi
   return 0
 }
-run_fast_once() { # workload method workers args...
-  local w="$1" m="$2" n="$3"
+run_fast_once() { # workload method workers args...; FAST_LABEL goes with FAST_BIN
+  local w="$1" m="$2" n="$3" label="${FAST_LABEL:-nsca_fast}"
   shift 3
   start_fast "$m" "$n" || { stop_daemon; return 0; }
-  local label="nsca_fast"
-  [ "$n" != 0 ] && label="nsca_fast w=$n"
+  [ "$n" != 0 ] && label="$label w=$n"
   bench "$w" "$label" --method "$m" "$@"
   stop_daemon
 }
 run_fast() { run_fast_once "$@"; redo run_fast_once "$@"; }
+run_before() { [ -n "$BEFORE" ] || return 0; FAST_BIN="$BEFORE" FAST_LABEL="nsca_fast before" run_fast "$@"; }
 run_stock_once() { # workload method mode args...
   local w="$1" m="$2" mode="$3"
   shift 3
-  start_stock "$m" "$mode" || { stop_daemon; return 0; }
+  start_stock "$m" "$mode" 30 || { stop_daemon; return 0; }
   bench "$w" "stock --$mode" --method "$m" "$@"
   stop_daemon
 }
@@ -301,17 +266,19 @@ echo "== Runs"
 A=(--checks-per-conn 20 --conns 8 --duration "$D")
 B=(--checks-per-conn 1 --conns 8 --duration "$D")
 C=(--checks-per-conn 10 --conns 4 --duration "$D")
-# all_side WORKLOAD METHOD ARGS...: the side-by-side of issue 13, each with a
-# fresh process: floor_server (XOR only: it decodes nothing), the C++
-# nsca_fast, ours with nsca_workers=0 and 2, stock --single (and --daemon in
-# full mode).
+# all_side WORKLOAD METHOD ARGS...: the side by side of the daemons, each
+# with a fresh process: floor_server (XOR only: it decodes nothing), the C++
+# nsca_fast, ours with nsca_workers=0 and 2 (each followed by the binary
+# before, if given), stock --single (and --daemon in full mode).
 all_side() {
   local w="$1" m="$2"
   shift 2
   if [ "$m" = 1 ]; then run_floor "$w" "$@"; fi
   run_cpp "$w" "$m" "$@"
   run_fast "$w" "$m" 0 "$@"
+  run_before "$w" "$m" 0 "$@"
   run_fast "$w" "$m" 2 "$@"
+  run_before "$w" "$m" 2 "$@"
   run_stock "$w" "$m" single "$@"
   [ "$QUICK" = 1 ] || run_stock "$w" "$m" daemon "$@"
 }

@@ -2,7 +2,6 @@ package stages
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -15,60 +14,53 @@ import (
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
-	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/rawsys"
 )
 
-// ErrAccept wraps failures to take over a listening socket.
-var ErrAccept = errors.New("stages: accept")
+// errAccept wraps failures to take over a listening socket.
+var errAccept = errors.New("stages: accept")
 
-// AcceptConfig are the accept stage's settings.
-type AcceptConfig struct {
+// acceptConfig are the accept stage's settings.
+type acceptConfig struct {
 	// Listeners are the listening sockets, owned by the stage.
 	Listeners []int
-	// MaxConnections caps open connections; the ones over it are closed at once.
-	MaxConnections int
-	// Allowed, when not empty, lists the client networks that may connect.
-	Allowed []netip.Prefix
-	// Proxy says every connection begins with a PROXY protocol header, sent
-	// by a peer in TrustedProxies; the read stage takes it, and then applies
-	// Allowed to the client address it carries and greets the client.
-	Proxy          bool
-	TrustedProxies []netip.Prefix
+	// admission are the rules new connections are let in by, shared with
+	// the read stage, which lets in clients behind a PROXY header. Nil:
+	// every client is let in.
+	admission *admission
 
-	// behind, when set, says the stages after accept cannot take more now
-	// (the read budget is spent, the read stage waits for decrypt, or a
-	// reader has more ready connections than it serves in one round):
-	// no connection is accepted meanwhile, and new clients wait in the
-	// kernel's listen queue, as with stock.
-	behind func() bool
+	// flow, when set, is the read stage's flow control: no connection is
+	// accepted while it is behind, and new clients wait in the kernel's
+	// listen queue, as with stock.
+	flow *flow
 	// handOff, when set, gives a new connection to the read stage directly
 	// (readIntake.register) rather than through out; false means the read
 	// stage took it not.
-	handOff func(*Conn) bool
+	handOff func(*clientConn) bool
 }
 
 // acceptor is the accept stage: it takes connections off the listening
 // sockets, sends each its init packet and hands it to the read stage.
 type acceptor struct {
-	cfg      AcceptConfig
+	cfg      acceptConfig
 	stats    *counters.Stats
 	log      *counters.RateLog
 	nextID   atomic.Uint64
 	stopOnce sync.Once
 	stopping atomic.Bool
+	done     chan struct{} // closed by stop
 	// files are the listening sockets registered with Go's network
 	// poller: accept waits there at no cost of its own, and stop wakes it
 	// with a deadline.
 	files []*os.File
 }
 
-// DupListeners duplicates the caller's listening sockets for an accept
+// dupListeners duplicates the caller's listening sockets for an accept
 // stage, which owns and closes the duplicates: the caller's sockets stay
 // open for a successor (a reload), and the clients waiting in their
 // backlog are not reset.
-func DupListeners(listeners []int) ([]int, error) {
+func dupListeners(listeners []int) ([]int, error) {
 	var dups []int
 	for _, fd := range listeners {
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
@@ -81,19 +73,22 @@ func DupListeners(listeners []int) ([]int, error) {
 			for _, d := range dups {
 				unix.Close(d)
 			}
-			return nil, fmt.Errorf("%w: listening socket %d: %w", ErrAccept, fd, err)
+			return nil, fmt.Errorf("%w: listening socket %d: %w", errAccept, fd, err)
 		}
 		dups = append(dups, dup)
 	}
 	return dups, nil
 }
 
-// StartAccept runs one accept goroutine per socket of cfg.Listeners (which
-// it owns: see DupListeners), and one that adopts the connections sent on
+// startAccept runs one accept goroutine per socket of cfg.Listeners (which
+// it owns: see dupListeners), and one that adopts the connections sent on
 // in (inetd's). Closing in stops accepting: that is how a drain starts. out
 // is closed once every goroutine has returned.
-func StartAccept(ctx context.Context, in <-chan int, out chan<- *Conn, cfg AcceptConfig, env Env) error {
-	a := &acceptor{cfg: cfg, stats: env.Stats, log: env.Log}
+func startAccept(ctx context.Context, in <-chan int, out chan<- *clientConn, cfg acceptConfig, env Env) error {
+	if cfg.admission == nil {
+		cfg.admission = &admission{stats: env.Stats, log: env.Log}
+	}
+	a := &acceptor{cfg: cfg, stats: env.Stats, log: env.Log, done: make(chan struct{})}
 	for _, fd := range cfg.Listeners {
 		a.files = append(a.files, os.NewFile(uintptr(fd), "listener"))
 	}
@@ -131,6 +126,7 @@ func StartAccept(ctx context.Context, in <-chan int, out chan<- *Conn, cfg Accep
 func (a *acceptor) stop() {
 	a.stopOnce.Do(func() {
 		a.stopping.Store(true)
+		close(a.done)
 		for _, f := range a.files {
 			f.SetReadDeadline(time.Unix(1, 0))
 		}
@@ -140,15 +136,15 @@ func (a *acceptor) stop() {
 // loop accepts until stop. The socket may be shared with other processes
 // (workers, a reload's successor), so it is never shut down to wake us; the
 // poller's deadline does that.
-func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
+func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *clientConn) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		glog.Errorf("accept: %v", err)
 		return
 	}
 	for !a.stopping.Load() {
-		for a.cfg.behind != nil && a.cfg.behind() && !a.stopping.Load() {
-			time.Sleep(acceptBudgetPoll)
+		if a.cfg.flow != nil && !a.cfg.flow.waitRoom(ctx, a.done) {
+			return
 		}
 		var fd int
 		var peer netip.AddrPort
@@ -181,7 +177,7 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *Conn) {
 }
 
 // adopt serves a connection that was accepted elsewhere: inetd's stdin.
-func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
+func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *clientConn) bool {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return false
@@ -190,25 +186,15 @@ func (a *acceptor) adopt(ctx context.Context, fd int, out chan<- *Conn) bool {
 	return a.admit(ctx, fd, peer, out)
 }
 
-// admit applies the access rules to a new connection, sends its init packet
-// (unless a PROXY header must come first) and passes it on. It returns
-// false only when the pipeline is torn down.
-func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *Conn) bool {
-	if reason := a.refuse(peer); reason != "" {
-		a.stats.Refused.Add(1)
-		a.log.Eventf("were refused", peer.Addr().String(), "refused connection from %s: %s", peer, reason)
+// admit lets a new connection in (see admission.admit) and passes it on.
+// It returns false only when the pipeline is torn down.
+func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out chan<- *clientConn) bool {
+	c := &clientConn{connIdentity: connIdentity{Peer: peer}, read: connRead{fd: fd, awaitingHeader: a.cfg.admission.proxy}}
+	if a.cfg.admission.admit(c) != "" {
 		unix.Close(fd)
 		return true
 	}
-	c := &Conn{ID: a.nextID.Add(1), Peer: peer, fd: fd, awaitingHeader: a.cfg.Proxy}
-	if !c.awaitingHeader {
-		if err := c.greet(); err != nil {
-			a.log.Warningf(peer.Addr().String(), "closing connection from %s: %v", peer, err)
-			unix.Close(fd)
-			return true
-		}
-		a.stats.Connections.Add(1)
-	}
+	c.ID = a.nextID.Add(1)
 	a.stats.Open.Add(1)
 	if a.cfg.handOff != nil && a.cfg.handOff(c) {
 		return true
@@ -219,63 +205,4 @@ func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out c
 		return false
 	}
 	return true
-}
-
-// ivs hands out the init packets' IVs from a buffer of random bytes made
-// ivsPerRefill at a time: one getrandom(2) per that many connections. An
-// IV is sent in the clear and only needs to be unpredictable, which the
-// buffer's bytes from crypto/rand are.
-var ivs struct {
-	sync.Mutex
-	buf [ivsPerRefill * codec.IVSize]byte
-	off int
-}
-
-const ivsPerRefill = 32
-
-func nextIV(iv *[codec.IVSize]byte) {
-	ivs.Lock()
-	defer ivs.Unlock()
-	if ivs.off == 0 {
-		rand.Read(ivs.buf[:])
-	}
-	copy(iv[:], ivs.buf[ivs.off:])
-	ivs.off = (ivs.off + codec.IVSize) % len(ivs.buf)
-}
-
-// greet sends the connection its init packet: a fresh IV and the time.
-func (c *Conn) greet() error {
-	c.InitTime = uint32(time.Now().Unix())
-	nextIV(&c.IV)
-	var init [codec.InitSize]byte
-	codec.InitPacket(init[:], c.IV[:], c.InitTime)
-	if n, err := rawsys.Write(c.fd, init[:]); n != len(init) {
-		return fmt.Errorf("sending the init packet: wrote %d of %d bytes: %v", n, len(init), err)
-	}
-	return nil
-}
-
-// refuse says why a new connection is not served, or "" to serve it.
-func (a *acceptor) refuse(peer netip.AddrPort) string {
-	if a.cfg.Proxy {
-		if !allowed(a.cfg.TrustedProxies, peer.Addr()) {
-			return "not in proxy_protocol_trusted"
-		}
-	} else if len(a.cfg.Allowed) > 0 && !allowed(a.cfg.Allowed, peer.Addr()) {
-		return "not in allowed_hosts"
-	}
-	if a.cfg.MaxConnections > 0 && a.stats.Open.Load() >= int64(a.cfg.MaxConnections) {
-		return fmt.Sprintf("max_connections=%d reached", a.cfg.MaxConnections)
-	}
-	return ""
-}
-
-func allowed(nets []netip.Prefix, ip netip.Addr) bool {
-	ip = ip.Unmap()
-	for _, n := range nets {
-		if n.Contains(ip) {
-			return true
-		}
-	}
-	return false
 }

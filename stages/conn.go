@@ -11,48 +11,61 @@ import (
 	"nsca_fast/stages/diagnose"
 )
 
-// Conn is one client connection. Fields are grouped by the stage that owns
-// them: a field is only touched by its owner, and a connection is owned by
-// exactly one goroutine of each stage (connections are sharded by ID), which
-// is what keeps one client's results in order without locks.
-type Conn struct {
-	// Set by accept (or by read, after a PROXY header), read-only afterwards.
+// clientConn is one client connection. Its fields are grouped by the
+// stage that owns them: a group is only written by its owner, and a
+// connection is owned by exactly one goroutine of each stage (connections
+// are sharded by ID), which is what keeps one client's results in order
+// without locks.
+type clientConn struct {
+	connIdentity
+	read     connRead
+	decrypt  connDecrypt
+	validate connValidate
+	// flow is the connection's share of the flow control; only flow's
+	// methods touch it.
+	flow connFlow
+
+	// rejected is set by the stage that refuses a packet, so later packets
+	// of the same connection are dropped instead of delivered, as stock does
+	// by closing the connection at the first bad packet.
+	rejected atomic.Bool
+}
+
+// connIdentity is who the client is: set by accept (or by read, once a
+// PROXY header has come, before any other stage sees the connection),
+// read-only afterwards, and read by every stage.
+type connIdentity struct {
 	ID       uint64
 	Peer     netip.AddrPort
+	Via      netip.AddrPort // the load balancer, when Peer came from a PROXY header
 	IV       [codec.IVSize]byte
 	InitTime uint32 // the server time sent in the init packet
+}
 
-	// Read stage. With proxy_protocol, Peer, IV and InitTime are set here,
-	// once the header has come, before any other stage sees the connection.
-	awaitingHeader bool
-	header         []byte         // the PROXY header so far
-	Via            netip.AddrPort // the load balancer, when Peer came from a PROXY header
+// connRead is the read stage's: the socket and how much the client sent.
+// Accept opens the socket and hands it over; only the reader closes it.
+type connRead struct {
 	fd             int
 	reader         *reader
-	lastActive     int64 // unix nanoseconds of the last byte read
+	awaitingHeader bool
+	header         []byte // the PROXY header so far
+	lastActive     int64  // unix nanoseconds of the last byte read
 	closed         bool
 	bytesRead      uint64
 	windowStart    int64  // unix nanoseconds when the current progress window began
 	windowBytes    uint64 // bytesRead when it began
-	// inflight is what was read and not yet consumed by decrypt (see
-	// readBudget); paused is set while the reader does not poll the socket
-	// for want of budget.
-	inflight atomic.Int64
-	paused   atomic.Bool
-	// heldBack: paused while the global budget was spent, which holds
-	// back the accept stage (readBudget.heldBack); the reader's alone.
-	heldBack bool
+}
 
-	// Decrypt stage. decryptShard is its dispatcher's (connBalancer).
-	decryptShard int
-	packetSize   int    // 0 until the first packet decides it, then one of the accepted sizes
-	cur          []byte // the packet being assembled, decrypted as it arrives
-	curN         int
-	stream       cipher.State // the CFB register of methods 2 and up, running across packets
-	streaming    bool         // stream has been started with the IV
-	key          cipher.Key   // decryption_mode=0: this connection's own key schedule
-	cipherErr    error
-	discard      bool // the first packet had a wrong version: ignore the rest
+// connDecrypt is the decrypt stage's: framing and the cipher's state.
+type connDecrypt struct {
+	packetSize int    // 0 until the first packet decides it, then one of the accepted sizes
+	cur        []byte // the packet being assembled, decrypted as it arrives
+	curN       int
+	stream     cipher.State // the CFB register of methods 2 and up, running across packets
+	streaming  bool         // stream has been started with the IV
+	key        cipher.Key   // decryption_mode=0: this connection's own key schedule
+	cipherErr  error
+	discard    bool // the first packet had a wrong version: ignore the rest
 	// sec is the secret the connection uses: decided by its first packet
 	// when there are several (see choose), read-only once set, and read by
 	// validation for the packets sent after it was set.
@@ -66,20 +79,29 @@ type Conn struct {
 	firstBad bool
 	headN    uint8
 	head     [diagnose.HeadSize]byte
+}
 
-	// Validate stage.
-	checks int
+// connValidate is the validate stage's.
+type connValidate struct {
+	checks int // the connection's checks so far, for max_checks_per_connection
+}
 
-	// rejected is set by the stage that refuses a packet, so later packets
-	// of the same connection are dropped instead of delivered, as stock does
-	// by closing the connection at the first bad packet.
-	rejected atomic.Bool
+// connFlow is what a connection holds of its front end's flow control.
+type connFlow struct {
+	// inflight is what was taken and not yet given back; paused is set
+	// while the reader does not poll the socket for want of budget.
+	inflight atomic.Int64
+	paused   atomic.Bool
+	// heldBack: paused while the global budget was spent, which holds
+	// back the accept stage (flow.heldBack); its reader's goroutine alone
+	// changes it.
+	heldBack bool
 }
 
 // chunk carries bytes read from one connection, in order. eof marks the
 // last chunk of a connection: the read stage sends exactly one.
 type chunk struct {
-	conn *Conn
+	conn *clientConn
 	buf  []byte // from getBuf; may be nil with eof
 	eof  bool
 	why  string // why the connection ended, for eof
@@ -87,31 +109,31 @@ type chunk struct {
 	readAt int64
 }
 
-// Packet is one decrypted data packet on its way to validation, or, with
+// packet is one decrypted data packet on its way to validation, or, with
 // Short set, the incomplete packet a connection ended with.
-type Packet struct {
-	Conn  *Conn
+type packet struct {
+	Conn  *clientConn
 	Data  []byte // one of the accepted packet sizes, from getPacketBuf; nil with Short
-	Short *ShortPacket
+	Short *shortPacket
 	// ReadAt is when its last byte was read (unix nanoseconds).
 	ReadAt int64
 	// NG, when set, is a check result an nsca-ng client pushed, decoded
 	// already; Data and Short are then nil.
-	NG *NGResult
+	NG *ngResult
 }
 
-// NGResult is a check result from an nsca-ng client on its way to the
+// ngResult is a check result from an nsca-ng client on its way to the
 // emit stage. Ack is called exactly once, by the validate stage: with nil
 // once the result is on the emit stage's queue, else with why it was not
 // taken; it must not block.
-type NGResult struct {
+type ngResult struct {
 	Result codec.Result
 	Time   int64 // the command's timestamp, which the written line keeps
 	Ack    func(error)
 }
 
-// ShortPacket describes a packet cut off by the end of its connection.
-type ShortPacket struct {
+// shortPacket describes a packet cut off by the end of its connection.
+type shortPacket struct {
 	Got, Want int
 	Why       string // how the connection ended
 }
@@ -123,9 +145,9 @@ type ShortPacket struct {
 // bytes. The large size is the read stage's: ChunkSize for XOR and the fast
 // native ciphers, the per-connection budget (one hand-off per connection's
 // burst) for libmcrypt's. A send_nsca packet read alone into that 64 KiB
-// buffer used to count 64 KiB: with 3DES five such connections spent the
-// whole budget (35 ms of decrypting, about 300 KiB), and accept and every
-// read waited while the CPUs had nothing to decrypt.
+// buffer would otherwise count 64 KiB: with 3DES five such connections
+// would spend the whole budget (35 ms of decrypting, about 300 KiB), and
+// accept and every read would wait while the CPUs had nothing to decrypt.
 // They come from the same per-capacity pools as packet buffers.
 const (
 	chunkSize      = 16 << 10

@@ -19,32 +19,36 @@ import (
 	"nsca_fast/stages/diagnose"
 )
 
-// ErrCipher wraps failures to set up decryption.
-var ErrCipher = errors.New("stages: cipher")
+// errCipher wraps failures to set up decryption.
+var errCipher = errors.New("stages: cipher")
 
-// DecryptConfig are the decrypt stage's settings.
-type DecryptConfig struct {
+// decryptConfig are the decrypt stage's settings.
+type decryptConfig struct {
 	// Goroutines is how many decrypt goroutines share the connections;
 	// Depth bounds each one's queue.
 	Goroutines, Depth int
-	Cipher            CipherConfig
+	Cipher            cipherConfig
 	// Closed, when set, is called instead of closing out once the stage
 	// is done: out then has other senders (the nsca-ng listener), and the
 	// last of them closes it.
 	Closed func()
+
+	// flow, when set, is the read stage's flow control: decrypt gives back
+	// each chunk it consumed and says what decrypting costs.
+	flow *flow
 }
 
-// CipherConfig says how clients encrypt and what decrypts: the stage runs
+// cipherConfig says how clients encrypt and what decrypts: the stage runs
 // the engines it is handed, which cipher.Choose chose. Method, Engine and
 // Password are the one secret when Candidates is empty.
-type CipherConfig struct {
+type cipherConfig struct {
 	Method int // 0 none, 1 XOR (undone here, with Password), else Engine's
 	// Engine decrypts methods 2 and up; nil for 0 and 1.
 	Engine   cipher.Engine
 	Password []byte
 	// Candidates are the secrets a connection may use, in the order they
 	// are tried; empty: the one of Method, Engine and Password.
-	Candidates []Candidate
+	Candidates []candidate
 	// PerConnection is decryption_mode=0: a fresh key schedule for each
 	// connection, as stock does. Otherwise each decrypt goroutine keys once
 	// at start and only starts a new CFB register per connection.
@@ -53,14 +57,14 @@ type CipherConfig struct {
 	PayloadLengths []int
 }
 
-// Candidate is one secret a connection may be encrypted with: a method and
+// candidate is one secret a connection may be encrypted with: a method and
 // its password.
-type Candidate struct {
+type candidate struct {
 	// Name names it in metrics and logs (conf.Secret.Name); never the
 	// password.
 	Name     string
 	Method   int
-	Engine   cipher.Engine // as CipherConfig.Engine
+	Engine   cipher.Engine // as cipherConfig.Engine
 	Password []byte
 	// Networks are where a client may connect from with it; nil: anywhere.
 	Networks []netip.Prefix
@@ -71,15 +75,15 @@ type Candidate struct {
 
 // candidates are c's secrets: Candidates, or the one of Method, Engine and
 // Password.
-func (c CipherConfig) candidates() []Candidate {
+func (c cipherConfig) candidates() []candidate {
 	if len(c.Candidates) > 0 {
 		return c.Candidates
 	}
-	return []Candidate{{Method: c.Method, Engine: c.Engine, Password: c.Password}}
+	return []candidate{{Method: c.Method, Engine: c.Engine, Password: c.Password}}
 }
 
 // packetSizes are the data packet sizes c accepts, ascending.
-func (c CipherConfig) packetSizes() []int {
+func (c cipherConfig) packetSizes() []int {
 	lengths := c.PayloadLengths
 	if len(lengths) == 0 {
 		lengths = []int{codec.LegacyMaxOutputLength, codec.MaxOutputLength}
@@ -94,7 +98,7 @@ func (c CipherConfig) packetSizes() []int {
 
 // callsC reports whether one of c's engines is libmcrypt, whose every
 // Decrypt is a cgo call.
-func (c CipherConfig) callsC() bool {
+func (c cipherConfig) callsC() bool {
 	for _, k := range c.candidates() {
 		if callsC(k.Engine) {
 			return true
@@ -107,7 +111,7 @@ func callsC(e cipher.Engine) bool { return e != nil && e.Kind() == cipher.Engine
 
 // decrypter is one decrypt goroutine's state.
 type decrypter struct {
-	cfg   CipherConfig
+	cfg   cipherConfig
 	cands []keyed // the secrets, in the order they are tried
 	// scratch holds a trial's plaintext (see trial), order the candidates
 	// that may serve a connection, most specific first, and rank their
@@ -121,11 +125,12 @@ type decrypter struct {
 	log         *counters.RateLog
 	diag        *diagnose.Diagnoser
 	clients     *diagnose.Registry
+	flow        *flow // decryptConfig.flow
 }
 
-// keyed is a Candidate ready to decrypt in one decrypt goroutine.
+// keyed is a candidate ready to decrypt in one decrypt goroutine.
 type keyed struct {
-	Candidate
+	candidate
 	xor *codec.XORKey
 	// shared is keyed once for all this goroutine's connections: in
 	// decryption_mode 1, and for trials.
@@ -148,12 +153,12 @@ func (k *keyed) trialDecrypt(st *cipher.State, iv, buf []byte, offset int) {
 	}
 }
 
-// StartDecrypt runs n decrypt goroutines. Connections are sharded over them,
+// startDecrypt runs n decrypt goroutines. Connections are sharded over them,
 // so each connection's bytes are framed and decrypted in order by one
 // goroutine. Framing lives here because the packet size (one of
 // payload_length's) can only be decided by decrypting the first packet. out
 // is closed when all goroutines are done.
-func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg DecryptConfig, env Env) error {
+func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- packet, dcfg decryptConfig, env Env) error {
 	n, depth, cfg := max(dcfg.Goroutines, 1), dcfg.Depth, dcfg.Cipher
 	stats, log := env.Stats, env.Log
 	ds := make([]*decrypter, n)
@@ -163,7 +168,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 			closeDecrypters(ds)
 			return err
 		}
-		d.diag, d.clients = env.Diagnose, env.Clients
+		d.diag, d.clients, d.flow = env.Diagnose, env.Clients, dcfg.flow
 		ds[i] = d
 	}
 	startSharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
@@ -181,7 +186,7 @@ func StartDecrypt(ctx context.Context, in <-chan chunk, out chan<- Packet, dcfg 
 
 // newDecrypter is one decrypt goroutine's state for cfg, keyed already in
 // decryption_mode 1 and, with several secrets, for their trials.
-func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
+func newDecrypter(cfg cipherConfig, stats *counters.Stats, log *counters.RateLog) (*decrypter, error) {
 	cands := cfg.candidates()
 	d := &decrypter{cfg: cfg, stats: stats, log: log, sizes: cfg.packetSizes(), cands: make([]keyed, len(cands))}
 	if len(cands) > 1 || cands[0].Networks != nil {
@@ -190,7 +195,7 @@ func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog
 	}
 	for i, c := range cands {
 		k := &d.cands[i]
-		k.Candidate, k.xor, k.callsC = c, codec.NewXORKey(c.Password), callsC(c.Engine)
+		k.candidate, k.xor, k.callsC = c, codec.NewXORKey(c.Password), callsC(c.Engine)
 		if m, ok := conf.MethodByNumber(c.Method); ok {
 			k.method = conf.NameOf(m)
 		}
@@ -204,7 +209,7 @@ func newDecrypter(cfg CipherConfig, stats *counters.Stats, log *counters.RateLog
 			key, err := c.Engine.NewKey()
 			if err != nil {
 				d.close()
-				return nil, fmt.Errorf("%w: %s: %w", ErrCipher, c.Name, err)
+				return nil, fmt.Errorf("%w: %s: %w", errCipher, c.Name, err)
 			}
 			k.shared = key
 		}
@@ -229,12 +234,12 @@ func closeDecrypters(ds []*decrypter) {
 	}
 }
 
-func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet) {
+func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- packet) {
 	for ch := range in {
 		if ch.buf != nil {
 			d.feed(ctx, ch.conn, ch.buf, ch.readAt, out)
-			if r := ch.conn.reader; r != nil {
-				r.budget.release(ch.conn, cap(ch.buf))
+			if d.flow != nil {
+				d.flow.giveBack(ch.conn, cap(ch.buf))
 			}
 			putBuf(ch.buf)
 		}
@@ -253,16 +258,16 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- Packet
 // send_nsca, others for NSClient++'s payload lengths), else the largest.
 // CFB decrypts a prefix the same way as the whole, so nothing is decrypted
 // twice.
-func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
-	if c.discard {
+func (d *decrypter) feed(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) {
+	if c.decrypt.discard {
 		return
 	}
-	if int(c.headN) < len(c.head) {
-		c.headN += uint8(copy(c.head[c.headN:], buf))
+	if int(c.decrypt.headN) < len(c.decrypt.head) {
+		c.decrypt.headN += uint8(copy(c.decrypt.head[c.decrypt.headN:], buf))
 	}
-	if c.sec == nil {
+	if c.decrypt.sec == nil {
 		if d.order == nil {
-			c.sec = &d.cands[0]
+			c.decrypt.sec = &d.cands[0]
 		} else if buf = d.choose(ctx, c, buf, readAt, out); len(buf) == 0 {
 			return
 		}
@@ -271,55 +276,55 @@ func (d *decrypter) feed(ctx context.Context, c *Conn, buf []byte, readAt int64,
 }
 
 // feedDecided is feed for a connection whose secret is known.
-func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) {
-	if c.discard {
+func (d *decrypter) feedDecided(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) {
+	if c.decrypt.discard {
 		return
 	}
-	sec := c.sec
+	sec := c.decrypt.sec
 	if sec.Engine != nil {
 		start := time.Now()
 		d.decryptSliced(c, buf)
 		took := time.Since(start)
 		d.stats.DecryptNanos.Add(uint64(took))
-		if r := c.reader; r != nil {
-			r.budget.observe(len(buf), took)
+		if d.flow != nil {
+			d.flow.observe(len(buf), took)
 		}
 	}
-	for len(buf) > 0 && !c.discard {
-		if c.cur == nil {
-			c.cur = getPacketBuf(d.bufferSize(c))
+	for len(buf) > 0 && !c.decrypt.discard {
+		if c.decrypt.cur == nil {
+			c.decrypt.cur = getPacketBuf(d.bufferSize(c))
 		}
-		target := c.packetSize
+		target := c.decrypt.packetSize
 		if target == 0 {
-			target = d.nextSize(c.curN)
+			target = d.nextSize(c.decrypt.curN)
 		}
-		n := min(target-c.curN, len(buf))
-		seg := c.cur[c.curN : c.curN+n]
+		n := min(target-c.decrypt.curN, len(buf))
+		seg := c.decrypt.cur[c.decrypt.curN : c.decrypt.curN+n]
 		copy(seg, buf[:n])
 		if sec.Method == 1 {
-			sec.xor.Apply(seg, c.IV[:], c.curN) // XOR restarts with every packet
+			sec.xor.Apply(seg, c.IV[:], c.decrypt.curN) // XOR restarts with every packet
 		}
-		c.curN += n
+		c.decrypt.curN += n
 		buf = buf[n:]
-		if c.curN < target {
+		if c.decrypt.curN < target {
 			return
 		}
-		if c.packetSize == 0 {
-			size, decided, valid := d.decideSize(c.cur[:c.curN])
+		if c.decrypt.packetSize == 0 {
+			size, decided, valid := d.decideSize(c.decrypt.cur[:c.decrypt.curN])
 			if !decided {
 				continue
 			}
-			c.packetSize, c.firstBad = size, !valid
+			c.decrypt.packetSize, c.decrypt.firstBad = size, !valid
 			// A wrong version at the start means a wrong password or method:
 			// validation rejects that first packet, and the rest of the
 			// stream cannot be framed into checks, so it is not counted as
 			// more of them.
-			c.discard = int16(binary.BigEndian.Uint16(c.cur)) != codec.Version
+			c.decrypt.discard = int16(binary.BigEndian.Uint16(c.decrypt.cur)) != codec.Version
 		}
-		if c.curN == c.packetSize {
+		if c.decrypt.curN == c.decrypt.packetSize {
 			d.stats.Received.Add(1)
-			p := Packet{Conn: c, Data: c.cur[:c.packetSize], ReadAt: readAt}
-			c.cur, c.curN = nil, 0
+			p := packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
+			c.decrypt.cur, c.decrypt.curN = nil, 0
 			if !send(ctx, out, p) {
 				return
 			}
@@ -329,9 +334,9 @@ func (d *decrypter) feedDecided(ctx context.Context, c *Conn, buf []byte, readAt
 
 // bufferSize is the packet buffer c needs: its packet size once decided,
 // before that the largest accepted size.
-func (d *decrypter) bufferSize(c *Conn) int {
-	if c.packetSize != 0 {
-		return c.packetSize
+func (d *decrypter) bufferSize(c *clientConn) int {
+	if c.decrypt.packetSize != 0 {
+		return c.decrypt.packetSize
 	}
 	return d.sizes[len(d.sizes)-1]
 }
@@ -378,8 +383,8 @@ const cgoSlice = 4 << 10
 // validate goroutine the last packet woke first, so nothing is queued, and
 // moves the P's schedule tick, which a decrypt goroutine that never waits
 // for input would not.
-func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
-	if !c.sec.callsC {
+func (d *decrypter) decryptSliced(c *clientConn, buf []byte) {
+	if !c.decrypt.sec.callsC {
 		d.decrypt(c, buf)
 		return
 	}
@@ -395,43 +400,43 @@ func (d *decrypter) decryptSliced(c *Conn, buf []byte) {
 // c's own key in decryption_mode 0 (made at its first bytes) or the
 // goroutine's in mode 1. If no key can be made, buf stays as it is and the
 // error is kept for validation to report with the packet it spoils.
-func (d *decrypter) decrypt(c *Conn, buf []byte) {
-	k := c.sec.shared
+func (d *decrypter) decrypt(c *clientConn, buf []byte) {
+	k := c.decrypt.sec.shared
 	if d.cfg.PerConnection {
-		if c.key == nil {
-			if c.cipherErr != nil {
+		if c.decrypt.key == nil {
+			if c.decrypt.cipherErr != nil {
 				return
 			}
 			var err error
-			if c.key, err = c.sec.Engine.NewKey(); err != nil {
-				c.cipherErr = err
+			if c.decrypt.key, err = c.decrypt.sec.Engine.NewKey(); err != nil {
+				c.decrypt.cipherErr = err
 				return
 			}
 		}
-		k = c.key
+		k = c.decrypt.key
 	}
-	if !c.streaming {
-		c.stream.Start(c.sec.Engine, c.IV[:])
-		c.streaming = true
+	if !c.decrypt.streaming {
+		c.decrypt.stream.Start(c.decrypt.sec.Engine, c.IV[:])
+		c.decrypt.streaming = true
 	}
-	k.Decrypt(&c.stream, buf)
+	k.Decrypt(&c.decrypt.stream, buf)
 }
 
 // finish handles the end of a connection. A packet left incomplete is a
-// check the client did not finish sending: it is passed on as a Packet
+// check the client did not finish sending: it is passed on as a packet
 // without data, in order behind the connection's other packets, because
 // only validation knows whether an earlier packet was rejected (then the
 // tail is no check of its own).
-func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- Packet) {
+func (d *decrypter) finish(ctx context.Context, c *clientConn, why string, out chan<- packet) {
 	if why == "" {
 		why = "client closed"
 	}
 	switch {
-	case c.curN == 0 || c.discard:
-		if c.firstBad || c.unmatched {
+	case c.decrypt.curN == 0 || c.decrypt.discard:
+		if c.decrypt.firstBad || c.decrypt.unmatched {
 			d.diagnose(c, "no secret decrypts its first packet")
 		}
-	case c.bytesRead == uint64(c.curN):
+	case c.read.bytesRead == uint64(c.decrypt.curN):
 		// Every byte the connection sent is in this unfinished packet: it
 		// never sent one whole packet (a slowloris, a port scanner, garbage).
 		// That is a connection that failed, not a check that was lost, so it
@@ -439,37 +444,37 @@ func (d *decrypter) finish(ctx context.Context, c *Conn, why string, out chan<- 
 		// once it sent the last chunk, which came before this call.
 		d.stats.Incomplete.Add(1)
 		if why != "timeout" { // the read stage has logged a timeout already
-			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.curN)
+			d.log.Eventf("ended before a whole packet", c.Peer.Addr().String(), "connection from %s ended (%s) after %d bytes, before a whole packet", c.Peer, why, c.decrypt.curN)
 		}
-		d.clients.Failed(c.Peer.Addr().Unmap(), fmt.Sprintf("connection ended (%s) after %d bytes, before a whole packet", why, c.curN))
+		d.clients.Failed(c.Peer.Addr().Unmap(), fmt.Sprintf("connection ended (%s) after %d bytes, before a whole packet", why, c.decrypt.curN))
 		d.diagnose(c, "ended ("+why+") before a whole packet")
 	default:
-		if c.firstBad || c.unmatched {
+		if c.decrypt.firstBad || c.decrypt.unmatched {
 			d.diagnose(c, "no secret decrypts its first packet")
 		}
 		d.stats.Received.Add(1)
-		size := c.packetSize
+		size := c.decrypt.packetSize
 		if size == 0 {
 			size = d.sizes[0]
 		}
-		send(ctx, out, Packet{Conn: c, Short: &ShortPacket{Got: c.curN, Want: size, Why: why}})
+		send(ctx, out, packet{Conn: c, Short: &shortPacket{Got: c.decrypt.curN, Want: size, Why: why}})
 	}
-	if c.cur != nil {
-		putBuf(c.cur)
-		c.cur = nil
+	if c.decrypt.cur != nil {
+		putBuf(c.decrypt.cur)
+		c.decrypt.cur = nil
 	}
-	if c.key != nil {
-		c.key.Close()
-		c.key = nil
+	if c.decrypt.key != nil {
+		c.decrypt.key.Close()
+		c.decrypt.key = nil
 	}
 }
 
 // diagnose hands c, which ended without a valid first packet, to the
 // diagnosis, which works out why off the hot path.
-func (d *decrypter) diagnose(c *Conn, why string) {
+func (d *decrypter) diagnose(c *clientConn, why string) {
 	if d.diag == nil {
 		return
 	}
 	d.diag.Submit(diagnose.Event{Addr: c.Peer.Addr().Unmap(), IV: c.IV, InitTime: c.InitTime,
-		Head: append([]byte(nil), c.head[:c.headN]...), Total: c.bytesRead, Why: why})
+		Head: append([]byte(nil), c.decrypt.head[:c.decrypt.headN]...), Total: c.read.bytesRead, Why: why})
 }

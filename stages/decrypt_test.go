@@ -42,7 +42,7 @@ func encryptStream(t testing.TB, e cipher.Engine, iv []byte, plain []byte) []byt
 
 // chooseCipher is cfg with the engine cipher.Choose picks for cfg's method
 // (named alg) as engine asks.
-func chooseCipher(t testing.TB, alg, engine string, cfg CipherConfig) CipherConfig {
+func chooseCipher(t testing.TB, alg, engine string, cfg cipherConfig) cipherConfig {
 	t.Helper()
 	c, err := cipher.Choose(cfg.Method, alg, cfg.Password, engine)
 	if err != nil {
@@ -52,7 +52,7 @@ func chooseCipher(t testing.TB, alg, engine string, cfg CipherConfig) CipherConf
 	return cfg
 }
 
-func newTestDecrypter(t testing.TB, cfg CipherConfig) (*decrypter, *counters.Stats) {
+func newTestDecrypter(t testing.TB, cfg cipherConfig) (*decrypter, *counters.Stats) {
 	t.Helper()
 	stats := counters.NewStats()
 	d, err := newDecrypter(cfg, stats, counters.NewRateLog(time.Second, 5))
@@ -83,14 +83,14 @@ func TestDecryptPayloadLengths(t *testing.T) {
 	for _, m := range methods {
 		for _, perConn := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/%s/perconn=%v", m.alg, m.engine, perConn), func(t *testing.T) {
-				cfg := chooseCipher(t, m.alg, m.engine, CipherConfig{Method: m.method, Password: []byte(testPassword), PerConnection: perConn,
+				cfg := chooseCipher(t, m.alg, m.engine, cipherConfig{Method: m.method, Password: []byte(testPassword), PerConnection: perConn,
 					PayloadLengths: lengths})
 				d, _ := newTestDecrypter(t, cfg)
 				if d.cands[0].callsC != (m.engine == cipher.EngineLibmcrypt) {
 					t.Fatalf("callsC = %v with engine %s", d.cands[0].callsC, m.engine)
 				}
 				for _, payload := range append(lengths, 2048) {
-					c := &Conn{ID: 1, reader: &reader{}}
+					c := &clientConn{connIdentity: connIdentity{ID: 1}, read: connRead{reader: &reader{}}}
 					for i := range c.IV {
 						c.IV[i] = byte(rng.Uint32())
 					}
@@ -105,7 +105,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 						plain = append(plain, pkt...)
 					}
 					ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)
-					out := make(chan Packet, 16)
+					out := make(chan packet, 16)
 					for len(ct) > 0 {
 						n := min(1+rng.IntN(6000), len(ct))
 						buf := getBuf(chunkSize)[:0]
@@ -144,13 +144,13 @@ func TestDecryptPayloadLengths(t *testing.T) {
 // TestDecryptNoAllocs: decrypting and framing a connection's packets costs
 // no allocation per packet (buffers come from pools).
 func TestDecryptNoAllocs(t *testing.T) {
-	cfg := chooseCipher(t, "rijndael-128", cipher.EngineNative, CipherConfig{Method: 14, Password: []byte(testPassword)})
+	cfg := chooseCipher(t, "rijndael-128", cipher.EngineNative, cipherConfig{Method: 14, Password: []byte(testPassword)})
 	d, _ := newTestDecrypter(t, cfg)
-	c := &Conn{ID: 1, reader: &reader{}}
+	c := &clientConn{connIdentity: connIdentity{ID: 1}, read: connRead{reader: &reader{}}}
 	plain := make([]byte, codec.Size)
 	codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Output: "o"})
 	ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)
-	out := make(chan Packet, 1)
+	out := make(chan packet, 1)
 	d.feed(context.Background(), c, bytes.Clone(ct), 0, out) // decides the size
 	putBuf((<-out).Data)
 	buf := getBuf(chunkSize)[:codec.Size]

@@ -15,7 +15,7 @@ import (
 // self-test under decryption_engine=native), and a remote sink whose key
 // file or certificates do not load.
 func Check(cfg *conf.Config) error {
-	if _, err := CipherOf(cfg); err != nil {
+	if _, err := cipherOf(cfg); err != nil {
 		return fmt.Errorf("conf: %s: %w", cfg.Where(cipherOption(cfg)), err)
 	}
 	return emit.Check(cfg)
@@ -48,13 +48,13 @@ func Describe(cfg *conf.Config) string {
 		addr = "all addresses"
 	}
 	return fmt.Sprintf("listening on %s port %d, decryption_method=%s (%s) by %s%s, decryption_mode=%d, %d decrypt goroutines, payload_length=%s",
-		addr, cfg.ServerPort, conf.NameOf(m), m.Name, servedBy(cfg), secretsNote(cfg), cfg.DecryptionMode, Threads(cfg), payloadLengths(cfg))
+		addr, cfg.ServerPort, conf.NameOf(m), m.Name, servedBy(cfg), secretsNote(cfg), cfg.DecryptionMode, decryptThreads(cfg), payloadLengths(cfg))
 }
 
 // secretsNote names the secrets a connection's first packet is tried
 // with, when there is more than the one of password and decryption_method.
 func secretsNote(cfg *conf.Config) string {
-	cc, err := CipherOf(cfg)
+	cc, err := cipherOf(cfg)
 	if err != nil || len(cc.Candidates) == 0 {
 		return ""
 	}
@@ -68,7 +68,7 @@ func secretsNote(cfg *conf.Config) string {
 // servedBy names the engine that decrypts and why: the check that ran
 // before the line is written has chosen it, so this only looks it up.
 func servedBy(cfg *conf.Config) string {
-	if _, err := CipherOf(cfg); err != nil {
+	if _, err := cipherOf(cfg); err != nil {
 		return "no engine (" + err.Error() + ")"
 	}
 	choice, _ := cfg.Cipher()

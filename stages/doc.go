@@ -1,13 +1,15 @@
 // Package stages is the nsca_fast pipeline: accept → read → decrypt →
 // validate → emit, one file per stage, wired together in server.go, with
 // the helpers every stage uses in stage.go. Memory and goroutine counts
-// depend on the configuration, never on how many clients connect.
+// depend on the configuration, never on how many clients connect. Outside
+// the package only Server (built by New) and the configuration checks and
+// descriptions of describe.go are used.
 //
 // Every stage has one shape:
 //
-//		func StartX(ctx context.Context, in <-chan I, out chan<- O, cfg XConfig, env Env) error
+//		func startX(ctx context.Context, in <-chan I, out chan<- O, cfg xConfig, env Env) error
 //
-//	  - It starts a fixed number of goroutines, set by cfg (XConfig.Goroutines,
+//	  - It starts a fixed number of goroutines, set by cfg (xConfig.Goroutines,
 //	    Readers, or one per listening socket and destination), each running the
 //	    stage's one function over in, and returns at once.
 //	  - It returns an error only when it cannot start, and then has started
@@ -29,13 +31,26 @@
 // next thing to happen on a new connection is an epoll event anyway, and a
 // channel would wake a goroutine per connection only to make that call.
 // Connections taken over from elsewhere (inetd's) still come through the
-// read stage's channel, whose closing still starts the drain.
+// read stage's channel, whose closing still starts the drain. Who may come
+// in is admission's (admit.go): accept applies it, and the read stage for
+// a client behind a PROXY header once the header has come.
+//
+// Flow control is not a channel either: one flow (flow.go) owns the read
+// budgets, what the front end has taken off client sockets and the stages
+// after it have not consumed yet, globally and per connection, and the
+// gate accept waits at while the stages after it cannot take more. Read
+// takes, decrypt gives back and says what decrypting costs, and accept
+// waits in flow.waitRoom, woken when room comes back, so that a backlog
+// waits in the kernel's socket buffers and listen queue, not in our memory.
+// A clientConn's fields are grouped by the stage that owns them (conn.go).
 //
 // The nsca-ng listener (ngserve.go) is a second source beside accept →
 // read → decrypt: its fixed pool of goroutines runs TLS-PSK sessions over
 // epoll sets and sends the check results its clients push to the validate
 // stage as decoded packets; decrypt and the listener each say when they
-// are done, and the last one closes validate's input.
+// are done, and the last one closes validate's input. It has a flow of
+// its own: each session's command in the pipeline is taken until its
+// outcome, and its accept waits at the gate while validate's input is full.
 //
 // The stages share counters and the rate-limited log through Env; the
 // channels between them are bounded by queue_size, so a slow sink makes

@@ -7,17 +7,17 @@ import (
 	"nsca_fast/conf/identities"
 )
 
-// ngIdentities serves the nsca-ng listener from identities_file: a
+// ngIdentityFile serves the nsca-ng listener from identities_file: a
 // client's PSK identity is an identity's name, its password the key.
-type ngIdentities struct {
+type ngIdentityFile struct {
 	f    *identities.File
 	keys []openssl.Key
 }
 
-// NGIdentitiesOf is the nsca-ng view of an identities file: every block
+// ngIdentitiesOf is the nsca-ng view of an identities file: every block
 // with a password has a key ("*" the key of every name without a block).
-func NGIdentitiesOf(f *identities.File) NGIdentities {
-	n := &ngIdentities{f: f}
+func ngIdentitiesOf(f *identities.File) ngIdentities {
+	n := &ngIdentityFile{f: f}
 	for _, id := range f.Identities {
 		if id.HasPassword {
 			n.keys = append(n.keys, openssl.Key{Identity: id.Name, PSK: []byte(id.Password)})
@@ -26,20 +26,20 @@ func NGIdentitiesOf(f *identities.File) NGIdentities {
 	return n
 }
 
-func (n *ngIdentities) Keys() []openssl.Key { return n.keys }
+func (n *ngIdentityFile) Keys() []openssl.Key { return n.keys }
 
-func (n *ngIdentities) Lookup(name string) NGIdentity {
+func (n *ngIdentityFile) Lookup(name string) ngIdentity {
 	id := n.f.Lookup(name)
 	if id == nil {
 		return nil
 	}
-	return ngIdentity{id}
+	return ngIdentityBlock{id}
 }
 
-// ngIdentity is an authorize block: its rights as nsca-ng reads them, and
+// ngIdentityBlock is an authorize block: its rights as nsca-ng reads them, and
 // its networks, ours.
-type ngIdentity struct{ *identities.Identity }
+type ngIdentityBlock struct{ *identities.Identity }
 
-func (i ngIdentity) From(addr netip.Addr) bool { return i.Specificity(addr) >= 0 }
+func (i ngIdentityBlock) From(addr netip.Addr) bool { return i.Specificity(addr) >= 0 }
 
-func (i ngIdentity) Label() string { return i.Name }
+func (i ngIdentityBlock) Label() string { return i.Name }

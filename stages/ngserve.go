@@ -26,22 +26,22 @@ import (
 
 // Errors of the nsca-ng listener.
 var (
-	ErrNG         = errors.New("stages: nsca-ng listener")
-	ErrNGShutdown = errors.New("stages: the server is shutting down")
+	errNG         = errors.New("stages: nsca-ng listener")
+	errNGShutdown = errors.New("stages: the server is shutting down")
 )
 
-// DropNGBadCommand counts pushed commands that do not parse (a check
+// dropNGBadCommand counts pushed commands that do not parse (a check
 // result with a field missing, a bad timestamp). A result outside the
 // identity's rights is counted as counters.DropUnauthorized, as a
 // send_nsca client's is. Commands other than check results are not
 // results: they are not counted as received or dropped; the client is
 // told FAIL when one is not written, and a refused one is counted per
 // identity.
-const DropNGBadCommand = "nsca_ng_bad_command"
+const dropNGBadCommand = "nsca_ng_bad_command"
 
-// NGIdentity is what the nsca-ng listener asks of the identity a client
+// ngIdentity is what the nsca-ng listener asks of the identity a client
 // authenticated as.
-type NGIdentity interface {
+type ngIdentity interface {
 	// Allows says whether it may submit cmd: the command without its
 	// timestamp and newline, as nsca-ng's authorization matches it.
 	Allows(cmd string) bool
@@ -52,18 +52,18 @@ type NGIdentity interface {
 	Label() string
 }
 
-// NGIdentities are the identities nsca-ng clients authenticate as.
-type NGIdentities interface {
+// ngIdentities are the identities nsca-ng clients authenticate as.
+type ngIdentities interface {
 	// Keys are the pre-shared keys, "*" for every identity without one.
 	Keys() []openssl.Key
 	// Lookup is the identity named name, or the fallback "*", or nil.
-	Lookup(name string) NGIdentity
+	Lookup(name string) ngIdentity
 }
 
-// NGConfig are the nsca-ng listener's settings.
-type NGConfig struct {
-	// Listen is the address:port, and Listener the socket NGListen made
-	// there, which StartNG then owns.
+// ngConfig are the nsca-ng listener's settings.
+type ngConfig struct {
+	// Listen is the address:port, and Listener the socket ngListen made
+	// there, which startNG then owns.
 	Listen   string
 	Listener *os.File
 	// Threads is the fixed number of goroutines running the sessions.
@@ -73,7 +73,7 @@ type NGConfig struct {
 	HandshakeTimeout, Timeout time.Duration
 	MaxCommandSize            int
 	Ciphers                   string
-	Identities                NGIdentities
+	Identities                ngIdentities
 	// Allowed, when not empty, lists the networks that may connect at all
 	// (allowed_hosts); an identity's networks narrow it further.
 	Allowed []netip.Prefix
@@ -83,6 +83,12 @@ type NGConfig struct {
 	// Grace is how long open sessions may go on after Stop.
 	Grace time.Duration
 	Debug bool
+
+	// flow is the listener's flow control: the bytes of the commands its
+	// sessions handed on and have no outcome for yet, and the gate of its
+	// accept, closed while the queue it feeds (out) is full. Nil: startNG
+	// makes its own.
+	flow *flow
 }
 
 // ngServer is the nsca-ng listener: one accept goroutine, cfg.Threads
@@ -90,10 +96,10 @@ type NGConfig struct {
 // commands that are not check results. Sessions hand check results to the
 // validate stage and answer OKAY when it reports them queued for emit.
 type ngServer struct {
-	cfg      NGConfig
+	cfg      ngConfig
 	ctx      *openssl.Context
 	ln       *os.File
-	out      chan<- Packet
+	out      chan<- packet
 	stats    *counters.Stats
 	log      *counters.RateLog
 	workers  []*ngWorker
@@ -101,6 +107,7 @@ type ngServer struct {
 	nextID   atomic.Uint64
 	commands chan ngCommand
 	stop     chan struct{}
+	flow     *flow
 	// acceptDone is set once no connection will be dealt to a worker.
 	acceptDone atomic.Bool
 }
@@ -115,27 +122,30 @@ type ngCommand struct {
 	s    *ngSession
 }
 
-// StartNG serves nsca-ng clients on cfg.Listener (from NGListen, which it
+// startNG serves nsca-ng clients on cfg.Listener (from ngListen, which it
 // owns from then on, even when it fails), sending their check results on
 // out. It stops accepting when stop is closed, gives open sessions
 // cfg.Grace, and calls closed once nothing more will be sent.
-func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed func(), cfg NGConfig, env Env) error {
+func startNG(ctx context.Context, stop chan struct{}, out chan<- packet, closed func(), cfg ngConfig, env Env) error {
 	ln := cfg.Listener
 	if err := openssl.Available(); err != nil {
 		ln.Close()
-		return fmt.Errorf("%w: %w", ErrNG, err)
+		return fmt.Errorf("%w: %w", errNG, err)
 	}
 	if cfg.Identities == nil {
 		ln.Close()
-		return fmt.Errorf("%w: no identities: nsca_ng_listen needs identities_file", ErrNG)
+		return fmt.Errorf("%w: no identities: nsca_ng_listen needs identities_file", errNG)
 	}
 	tlsCtx, err := openssl.NewContext(cfg.Identities.Keys(), cfg.Ciphers)
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("%w: %w", ErrNG, err)
+		return fmt.Errorf("%w: %w", errNG, err)
+	}
+	if cfg.flow == nil {
+		cfg.flow = newFlow(1, 1, func() bool { return len(out) == cap(out) })
 	}
 	s := &ngServer{cfg: cfg, ctx: tlsCtx, ln: ln, out: out, stats: env.Stats, log: env.Log,
-		commands: make(chan ngCommand, 64), stop: stop}
+		commands: make(chan ngCommand, 64), stop: stop, flow: cfg.flow}
 	for i := 0; i < max(cfg.Threads, 1); i++ {
 		w, err := newNGWorker(s)
 		if err != nil {
@@ -144,7 +154,7 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 			}
 			s.ln.Close()
 			tlsCtx.Close()
-			return fmt.Errorf("%w: %w", ErrNG, err)
+			return fmt.Errorf("%w: %w", errNG, err)
 		}
 		s.workers = append(s.workers, w)
 	}
@@ -189,13 +199,13 @@ func StartNG(ctx context.Context, stop chan struct{}, out chan<- Packet, closed 
 	return nil
 }
 
-// NGListen listens on address, with SO_REUSEPORT so that a reload's
+// ngListen listens on address, with SO_REUSEPORT so that a reload's
 // successor and each worker process listen beside it, as a non-blocking
 // descriptor in Go's poller, which accepts with accept4 as the accept
 // stage does (a net.Listener's raw connection cannot be read). It is done
 // when the server is built, so that a reload's new pipeline listens before
 // the old one stops.
-func NGListen(address string) (*os.File, error) {
+func ngListen(address string) (*os.File, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
@@ -223,7 +233,9 @@ func NGListen(address string) (*os.File, error) {
 }
 
 // accept takes connections off the listener and deals them to the
-// workers in turn.
+// workers in turn. While the flow is behind (the pipeline's queue is full)
+// it accepts none, and new clients wait in the listen queue, as
+// send_nsca's do.
 func (s *ngServer) accept(ctx context.Context) {
 	rc, err := s.ln.SyscallConn()
 	if err != nil {
@@ -232,6 +244,10 @@ func (s *ngServer) accept(ctx context.Context) {
 	}
 	next := 0
 	for {
+		if !s.flow.waitRoom(ctx, s.stop) {
+			s.acceptBacklog(rc, next)
+			return
+		}
 		var fd int
 		var peer netip.AddrPort
 		var aerr error
@@ -244,19 +260,7 @@ func (s *ngServer) accept(ctx context.Context) {
 				glog.Errorf("nsca-ng: accept: %v", err)
 				return
 			}
-			// Stopped: what is in the backlog already is served here.
-			rc.Control(func(lfd uintptr) {
-				for {
-					fd, peer, aerr := rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-					switch aerr {
-					case nil:
-						next = s.admit(fd, peer, next)
-					case syscall.EINTR, syscall.ECONNABORTED:
-					default:
-						return
-					}
-				}
-			})
+			s.acceptBacklog(rc, next)
 			return
 		}
 		switch aerr {
@@ -273,6 +277,22 @@ func (s *ngServer) accept(ctx context.Context) {
 		}
 		next = s.admit(fd, peer, next)
 	}
+}
+
+// acceptBacklog serves, once stopped, what is in the backlog already.
+func (s *ngServer) acceptBacklog(rc syscall.RawConn, next int) {
+	rc.Control(func(lfd uintptr) {
+		for {
+			fd, peer, aerr := rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			switch aerr {
+			case nil:
+				next = s.admit(fd, peer, next)
+			case syscall.EINTR, syscall.ECONNABORTED:
+			default:
+				return
+			}
+		}
+	})
 }
 
 // admit refuses a new connection or deals it to worker next, and returns
@@ -559,8 +579,8 @@ type ngSession struct {
 	tls        *openssl.Session
 	state      ngState
 	name, sid  string
-	identity   NGIdentity
-	conn       *Conn
+	identity   ngIdentity
+	conn       *clientConn
 	in, out    []byte
 	want       int
 	deadline   time.Time
@@ -571,6 +591,9 @@ type ngSession struct {
 	// edge-triggered polling, new input brings an event.
 	drained bool
 	ended   bool
+	// handedOn is the size of the command waiting for its outcome, which
+	// the flow counts.
+	handedOn int
 }
 
 // who names the session in messages as nsca-ng does: identity@address.
@@ -699,7 +722,7 @@ func (s *ngSession) established() bool {
 		return false
 	}
 	srv.stats.Connections.Add(1)
-	s.conn = &Conn{ID: ngIDBase + srv.nextID.Add(1), Peer: s.peer, fd: -1}
+	s.conn = &clientConn{connIdentity: connIdentity{ID: ngIDBase + srv.nextID.Add(1), Peer: s.peer}, read: connRead{fd: -1}}
 	s.state = ngFirst
 	s.lastActive = time.Now()
 	if srv.cfg.Debug {
@@ -843,7 +866,7 @@ func (s *ngSession) push(data []byte) {
 		srv.stats.Received.Add(1)
 	}
 	if err != nil {
-		srv.stats.Dropped(DropNGBadCommand).Add(1)
+		srv.stats.Dropped(dropNGBadCommand).Add(1)
 		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: %v: %q", s.who(), err, data)
 		s.reply("FAIL " + strings.TrimPrefix(err.Error(), "nscang: "))
 		return
@@ -869,10 +892,7 @@ func (s *ngSession) push(data []byte) {
 		}
 		// A writer that is behind makes this wait, as a full pipeline
 		// makes every stage wait.
-		if send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) {
-			s.state = ngWait
-			s.w.inflight++
-		}
+		s.handOn(len(data), func() bool { return send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) })
 		return
 	}
 	t := cmd.Time
@@ -880,17 +900,31 @@ func (s *ngSession) push(data []byte) {
 		t = time.Now().Unix()
 	}
 	w := s.w
-	p := Packet{Conn: s.conn, NG: &NGResult{Result: *cmd.Result, Time: t, Ack: func(err error) {
+	p := packet{Conn: s.conn, NG: &ngResult{Result: *cmd.Result, Time: t, Ack: func(err error) {
 		w.post(ngEvent{s: s, ack: true, err: err})
 	}}}
-	if send(w.ctx, srv.out, p) {
-		s.state = ngWait
-		w.inflight++
+	s.handOn(len(data), func() bool { return send(w.ctx, srv.out, p) })
+}
+
+// handOn hands a pushed command of n bytes on with hand, which blocks
+// while the queue is full and reports whether the command was taken, and
+// has the session wait for its outcome. The flow counts the command until
+// then: one at a time per session, which reads nothing meanwhile.
+func (s *ngSession) handOn(n int, hand func() bool) {
+	flow := s.w.srv.flow
+	flow.take(s.conn, n)
+	if !hand() {
+		flow.giveBack(s.conn, n)
+		return
 	}
+	s.state, s.handedOn = ngWait, n
+	s.w.inflight++
 }
 
 // outcome answers the command the session waited for.
 func (s *ngSession) outcome(err error) {
+	s.w.srv.flow.giveBack(s.conn, s.handedOn)
+	s.handedOn = 0
 	s.w.inflight--
 	if s.ended {
 		return

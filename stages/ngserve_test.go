@@ -31,7 +31,7 @@ func (one) Keys() []openssl.Key {
 	return []openssl.Key{{Identity: "alice", PSK: []byte("alice-secret")}}
 }
 
-func (one) Lookup(name string) NGIdentity {
+func (one) Lookup(name string) ngIdentity {
 	if name != "alice" {
 		return nil
 	}
@@ -54,18 +54,18 @@ func TestNGOkayAfterAck(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	ln, err := NGListen(addr)
+	ln, err := ngListen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := make(chan Packet, 1)
+	out := make(chan packet, 1)
 	stop, closed := make(chan struct{}), make(chan struct{})
-	cfg := NGConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
+	cfg := ngConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
 		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
 	env := Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
-	if err := StartNG(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
+	if err := startNG(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
 		t.Fatal(err)
 	}
 
@@ -105,7 +105,7 @@ func TestNGOkayAfterAck(t *testing.T) {
 	in.Write([]byte("PUSH " + strconv.Itoa(len(command)) + "\r\n"))
 	expect("OKAY")
 	in.Write([]byte(command + "NOOP\r\n"))
-	var p Packet
+	var p packet
 	select {
 	case p = <-out:
 	case <-time.After(5 * time.Second):
@@ -125,6 +125,69 @@ func TestNGOkayAfterAck(t *testing.T) {
 	expect("OKAY") // the NOOP, read only after the result's answer
 	in.Write([]byte("QUIT\r\n"))
 	expect("OKAY")
+	close(stop)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not finish after stop")
+	}
+}
+
+// While the queue the listener feeds is full, it accepts no one: a new
+// client waits in the listen queue, as a send_nsca client does, rather
+// than behind a session goroutine blocked on that queue; it is served
+// once the queue has room.
+func TestNGAcceptWaitsForTheQueue(t *testing.T) {
+	if openssl.Available() != nil {
+		t.Skip("no OpenSSL in this build")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ln, err := ngListen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan packet, 1)
+	out <- packet{}
+	stop, closed := make(chan struct{}), make(chan struct{})
+	cfg := ngConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
+		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
+	env := Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
+	if err := startNG(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Not a TLS handshake: a session refuses it and closes at once.
+	c.Write([]byte("not a client hello\r\n"))
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var b [64]byte
+	if n, err := c.Read(b[:]); err == nil || !os.IsTimeout(err) {
+		t.Fatalf("with the queue full the client was served: read %d bytes, %v", n, err)
+	}
+	<-out
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, err := c.Read(b[:])
+		if os.IsTimeout(err) {
+			t.Fatal("the queue has room, but the client was not served within 5 s")
+		}
+		if err != nil {
+			break // refused and closed: it was served
+		}
+	}
+	if got := env.Stats.Refused.Load(); got != 1 {
+		t.Fatalf("refused %d, want the 1 bad handshake", got)
+	}
 	close(stop)
 	select {
 	case <-closed:

@@ -122,7 +122,7 @@ func (ts *testServer) stop() counters.Snapshot {
 		t.Fatalf("Run did not return within 10 s of Shutdown")
 	}
 	unix.Close(ts.lfd)
-	ts.snap = ts.srv.Stats.Snapshot()
+	ts.snap = ts.srv.stats.Snapshot()
 	s := ts.snap
 	if s.Received != s.TotalEmitted()+s.TotalDropped() {
 		t.Errorf("accounting: received=%d != emitted=%d (%v) + dropped=%d (%v)", s.Received, s.TotalEmitted(), s.Emitted, s.TotalDropped(), s.Dropped)
@@ -743,17 +743,17 @@ func TestPipelineNoLeaks(t *testing.T) {
 // file once per write), so requestClose must not write to it.
 func TestRequestCloseAfterReaderExit(t *testing.T) {
 	stats := counters.NewStats()
-	in := make(chan *Conn, 1)
+	in := make(chan *clientConn, 1)
 	out := make(chan chunk, 16)
 	ctx := t.Context()
-	if err := StartRead(ctx, in, out, ReadConfig{Readers: 1, Timeout: 10 * time.Second, Grace: time.Second}, Env{Stats: stats, Log: counters.NewRateLog(time.Second, 5)}); err != nil {
+	if err := startRead(ctx, in, out, readConfig{Readers: 1, Timeout: 10 * time.Second, Grace: time.Second}, Env{Stats: stats, Log: counters.NewRateLog(time.Second, 5)}); err != nil {
 		t.Fatal(err)
 	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Conn{ID: 1, fd: sp[0]}
+	c := &clientConn{connIdentity: connIdentity{ID: 1}, read: connRead{fd: sp[0]}}
 	stats.Open.Add(1)
 	in <- c
 	close(in)
@@ -774,7 +774,7 @@ func TestRequestCloseAfterReaderExit(t *testing.T) {
 
 	// The read stage is done and has closed its eventfd; simulate the number
 	// being reused, as the next open() in the process would.
-	wakefd := c.reader.wakefd
+	wakefd := c.read.reader.wakefd
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)
@@ -852,13 +852,13 @@ func TestDecryptPerConnection(t *testing.T) {
 	for _, alg := range []string{"tripledes", "rijndael-128"} {
 		for _, engine := range []string{cipher.EngineLibmcrypt, cipher.EngineNative} {
 			t.Run(alg+"/"+engine, func(t *testing.T) {
-				cfg := CipherConfig{Method: 3, Password: []byte(testPassword), PerConnection: true}
+				cfg := cipherConfig{Method: 3, Password: []byte(testPassword), PerConnection: true}
 				if alg == "rijndael-128" {
 					cfg.Method = 14
 				}
 				cfg = chooseCipher(t, alg, engine, cfg)
-				// A Conn as the pipeline has it: on the heap, with its pointers set.
-				c := &Conn{ID: 1, reader: &reader{}}
+				// A clientConn as the pipeline has it: on the heap, with its pointers set.
+				c := &clientConn{connIdentity: connIdentity{ID: 1}, read: connRead{reader: &reader{}}}
 				for i := range c.IV {
 					c.IV[i] = byte(i * 7)
 				}
@@ -881,7 +881,7 @@ func TestDecryptPerConnection(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer d.close()
-				c.sec = &d.cands[0]
+				c.decrypt.sec = &d.cands[0]
 				func() {
 					defer func() {
 						if r := recover(); r != nil {
@@ -890,11 +890,11 @@ func TestDecryptPerConnection(t *testing.T) {
 					}()
 					d.decrypt(c, buf)
 				}()
-				if c.key != nil {
-					defer c.key.Close()
+				if c.decrypt.key != nil {
+					defer c.decrypt.key.Close()
 				}
-				if c.cipherErr != nil {
-					t.Fatal(c.cipherErr)
+				if c.decrypt.cipherErr != nil {
+					t.Fatal(c.decrypt.cipherErr)
 				}
 				if !bytes.Equal(buf, plain) {
 					t.Errorf("decrypted packet differs from the plaintext")

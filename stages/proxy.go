@@ -12,9 +12,9 @@ import (
 	"github.com/pires/go-proxyproto"
 )
 
-// ErrProxyHeader wraps every reason a connection's PROXY protocol header is
+// errProxyHeader wraps every reason a connection's PROXY protocol header is
 // refused.
-var ErrProxyHeader = errors.New("stages: proxy header")
+var errProxyHeader = errors.New("stages: proxy header")
 
 // proxyHeaderMax bounds a PROXY header. Version 1 is at most 107 bytes;
 // version 2 is 16 bytes plus addresses and TLVs, which HAProxy keeps to a
@@ -43,7 +43,7 @@ func proxyHeaderLen(b []byte) (int, error) {
 			return i + 2, nil
 		}
 		if len(b) >= proxyV1Max {
-			return 0, fmt.Errorf("%w: version 1 line longer than %d bytes", ErrProxyHeader, proxyV1Max)
+			return 0, fmt.Errorf("%w: version 1 line longer than %d bytes", errProxyHeader, proxyV1Max)
 		}
 		return 0, nil
 	case bytes.HasPrefix(b, proxyV2Signature[:min(len(b), len(proxyV2Signature))]):
@@ -52,14 +52,14 @@ func proxyHeaderLen(b []byte) (int, error) {
 		}
 		n := 16 + int(binary.BigEndian.Uint16(b[14:16]))
 		if n > proxyHeaderMax {
-			return 0, fmt.Errorf("%w: version 2 header of %d bytes, more than %d", ErrProxyHeader, n, proxyHeaderMax)
+			return 0, fmt.Errorf("%w: version 2 header of %d bytes, more than %d", errProxyHeader, n, proxyHeaderMax)
 		}
 		if len(b) < n {
 			return 0, nil
 		}
 		return n, nil
 	}
-	return 0, fmt.Errorf("%w: the connection does not begin with a PROXY header", ErrProxyHeader)
+	return 0, fmt.Errorf("%w: the connection does not begin with a PROXY header", errProxyHeader)
 }
 
 // proxySource parses a complete header. local reports a LOCAL command (v2)
@@ -68,14 +68,14 @@ func proxyHeaderLen(b []byte) (int, error) {
 func proxySource(header []byte) (src netip.AddrPort, local bool, err error) {
 	h, err := proxyproto.Read(bufio.NewReaderSize(bytes.NewReader(header), max(len(header), 16)))
 	if err != nil {
-		return netip.AddrPort{}, false, fmt.Errorf("%w: %w", ErrProxyHeader, err)
+		return netip.AddrPort{}, false, fmt.Errorf("%w: %w", errProxyHeader, err)
 	}
 	if h.Command.IsLocal() {
 		return netip.AddrPort{}, true, nil
 	}
 	tcp, ok := h.SourceAddr.(*net.TCPAddr)
 	if !ok {
-		return netip.AddrPort{}, false, fmt.Errorf("%w: source %v is not a TCP address", ErrProxyHeader, h.SourceAddr)
+		return netip.AddrPort{}, false, fmt.Errorf("%w: source %v is not a TCP address", errProxyHeader, h.SourceAddr)
 	}
 	ap := tcp.AddrPort()
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), false, nil

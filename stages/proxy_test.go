@@ -66,8 +66,8 @@ func TestProxyHeaderLen(t *testing.T) {
 	for _, c := range cases {
 		got, err := proxyHeaderLen(c.in)
 		if c.err != "" {
-			if !errors.Is(err, ErrProxyHeader) || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%s: err %v, want ErrProxyHeader with %q", c.name, err, c.err)
+			if !errors.Is(err, errProxyHeader) || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: err %v, want errProxyHeader with %q", c.name, err, c.err)
 			}
 			continue
 		}
@@ -98,8 +98,8 @@ func TestProxySource(t *testing.T) {
 	for _, c := range cases {
 		src, local, err := proxySource(c.header)
 		if c.err {
-			if !errors.Is(err, ErrProxyHeader) {
-				t.Errorf("%s: err %v, want ErrProxyHeader", c.name, err)
+			if !errors.Is(err, errProxyHeader) {
+				t.Errorf("%s: err %v, want errProxyHeader", c.name, err)
 			}
 			continue
 		}
@@ -182,7 +182,7 @@ func TestPipelineProxyProtocol(t *testing.T) {
 		conn.Close()
 	}
 	waitFor(5*time.Second, func() bool {
-		return ts.srv.Stats.HealthChecks.Load() == 2 && ts.srv.Stats.Refused.Load() == 4
+		return ts.srv.stats.HealthChecks.Load() == 2 && ts.srv.stats.Refused.Load() == 4
 	})
 	got := ts.lines()
 	slices.Sort(got) // two connections: either may be written first

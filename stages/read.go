@@ -17,8 +17,8 @@ import (
 	"nsca_fast/stages/rawsys"
 )
 
-// ReadConfig are the read stage's settings.
-type ReadConfig struct {
+// readConfig are the read stage's settings.
+type readConfig struct {
 	// Readers is how many epoll loops share the connections.
 	Readers int
 	// Timeout closes a connection that delivers less than one legacy packet's
@@ -30,20 +30,20 @@ type ReadConfig struct {
 	// packet), bounded by the larger of Grace and Timeout from the start of
 	// the drain; an idle one is closed.
 	Grace time.Duration
-	// Allowed is allowed_hosts, applied here to the client address of a
-	// PROXY header.
-	Allowed []netip.Prefix
+	// admission lets in the client a PROXY header names; shared with the
+	// accept stage.
+	admission *admission
 
-	// budget bounds what is read ahead of the decrypt stage; shared with
-	// the accept stage. Nil: StartRead makes its own.
-	budget *readBudget
+	// flow bounds what is read ahead of the decrypt stage, which gives it
+	// back, and gates the accept stage. Nil: startRead makes its own.
+	flow *flow
 	// ChunkSize is the largest read, chunkSize when 0: one hand-off to
 	// decrypt per chunk, so a slow cipher (libmcrypt's) gets larger ones,
 	// a connection's whole burst.
 	ChunkSize int
 
 	// intake, when set, is how the accept stage hands connections over
-	// without a channel: StartRead fills it with its readers.
+	// without a channel: startRead fills it with its readers.
 	intake *readIntake
 }
 
@@ -51,7 +51,7 @@ type ReadConfig struct {
 // with the reader's epoll set is all the hand-off there is, and no
 // goroutine wakes for it (the next thing to happen on a new connection is
 // an epoll event anyway). Connections taken over from elsewhere (inetd's)
-// still come through StartRead's channel.
+// still come through startRead's channel.
 type readIntake struct {
 	mu      sync.Mutex
 	readers []*reader
@@ -60,7 +60,7 @@ type readIntake struct {
 
 // register gives c to the readers in turn; false means none takes it (the
 // read stage is not running or has ended), and c is still the caller's.
-func (in *readIntake) register(c *Conn) bool {
+func (in *readIntake) register(c *clientConn) bool {
 	in.mu.Lock()
 	if len(in.readers) == 0 {
 		in.mu.Unlock()
@@ -79,23 +79,23 @@ const minProgress = codec.LegacySize
 // goroutine, so 10,000 open connections cost 10,000 small structs, not
 // 10,000 goroutines.
 type reader struct {
-	cfg    ReadConfig
+	cfg    readConfig
 	stats  *counters.Stats
 	log    *counters.RateLog
 	epoll  *epollSet
 	wakefd int
-	budget *readBudget
+	flow   *flow
 	// paused are the connections not polled for want of budget; only the
 	// loop goroutine touches it.
-	paused map[*Conn]struct{}
+	paused map[*clientConn]struct{}
 	// saturated is set while epoll reports more ready connections than the
 	// reader takes in one round; the loop goroutine owns it and counts it
-	// in budget.saturatedReaders.
+	// in flow.saturate.
 	saturated bool
 
 	mu       sync.Mutex
-	conns    map[int32]*Conn
-	closeQ   []*Conn
+	conns    map[int32]*clientConn
+	closeQ   []*clientConn
 	draining bool
 	exited   bool // the loop has ended and wakefd is closed
 
@@ -111,17 +111,14 @@ type reader struct {
 // requestClose asks the connection's reader to close it. It never blocks,
 // because the stages that call it are downstream of the reader, and a
 // blocking call back upstream could deadlock a full pipeline.
-func (c *Conn) requestClose() {
-	r := c.reader
+func (c *clientConn) requestClose() {
+	r := c.read.reader
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closeQ = append(r.closeQ, c)
 	r.wakeLocked()
 }
 
-// wakeLocked interrupts the reader's epoll_wait. It runs under r.mu, so it
-// cannot write to the eventfd after the reader closed it (and the number
-// went to another file).
 // wake interrupts the reader's epoll_wait from another goroutine.
 func (r *reader) wake() {
 	r.mu.Lock()
@@ -129,6 +126,9 @@ func (r *reader) wake() {
 	r.wakeLocked()
 }
 
+// wakeLocked interrupts the reader's epoll_wait. It runs under r.mu, so it
+// cannot write to the eventfd after the reader closed it (and the number
+// went to another file).
 func (r *reader) wakeLocked() {
 	if r.exited {
 		return
@@ -138,14 +138,14 @@ func (r *reader) wakeLocked() {
 	rawsys.Write(r.wakefd, one[:])
 }
 
-// StartRead runs n readers. Each takes new connections from in, reads what
+// startRead runs n readers. Each takes new connections from in, reads what
 // they send and forwards it, in order, as chunks to out, which it closes
 // once every reader has finished: after in is closed and the open
 // connections have ended or used up their grace.
-func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadConfig, env Env) error {
+func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg readConfig, env Env) error {
 	n := max(cfg.Readers, 1)
-	if cfg.budget == nil {
-		cfg.budget = newReadBudget(1, 1)
+	if cfg.flow == nil {
+		cfg.flow = newFlow(1, 1, nil)
 	}
 	readers := make([]*reader, 0, n)
 	for range n {
@@ -179,9 +179,9 @@ func StartRead(ctx context.Context, in <-chan *Conn, out chan<- chunk, cfg ReadC
 }
 
 // newReader makes a reader's epoll instance and its wake-up eventfd.
-func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
+func newReader(cfg readConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
 	cfg.ChunkSize = cmp.Or(cfg.ChunkSize, chunkSize)
-	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*Conn{}, budget: cfg.budget, paused: map[*Conn]struct{}{}}
+	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*clientConn{}, flow: cfg.flow, paused: map[*clientConn]struct{}{}}
 	var err error
 	if r.epoll, err = newEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
@@ -192,7 +192,7 @@ func newReader(cfg ReadConfig, stats *counters.Stats, log *counters.RateLog) (*r
 		r.close()
 		return nil, fmt.Errorf("stages: read: %w", err)
 	}
-	r.budget.register(r)
+	r.flow.register(r)
 	return r, nil
 }
 
@@ -217,10 +217,10 @@ func (r *reader) close() {
 // instance. The adopters of all readers compete for in, which spreads
 // connections over the readers that are least busy taking them. in closes
 // when accepting stops: that starts the drain.
-func (r *reader) adopt(in <-chan *Conn) {
+func (r *reader) adopt(in <-chan *clientConn) {
 	for c := range in {
 		if !r.register(c) {
-			rawsys.Close(c.fd)
+			rawsys.Close(c.read.fd)
 			r.stats.Open.Add(-1)
 		}
 	}
@@ -231,18 +231,18 @@ func (r *reader) adopt(in <-chan *Conn) {
 }
 
 // register has this reader serve c; false once its loop has ended.
-func (r *reader) register(c *Conn) bool {
-	c.reader = r
-	c.windowStart = time.Now().UnixNano()
-	c.lastActive = c.windowStart
+func (r *reader) register(c *clientConn) bool {
+	c.read.reader = r
+	c.read.windowStart = time.Now().UnixNano()
+	c.read.lastActive = c.read.windowStart
 	r.mu.Lock()
 	if r.exited {
 		r.mu.Unlock()
 		return false
 	}
-	r.conns[int32(c.fd)] = c
+	r.conns[int32(c.read.fd)] = c
 	r.mu.Unlock()
-	if err := r.epoll.add(c.fd); err != nil {
+	if err := r.epoll.add(c.read.fd); err != nil {
 		glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 		c.requestClose()
 	}
@@ -263,11 +263,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 		// round serves: the accept stage holds back new ones meanwhile.
 		if full := n == len(events); full != r.saturated {
 			r.saturated = full
-			if full {
-				r.budget.saturatedReaders.Add(1)
-			} else {
-				r.budget.saturatedReaders.Add(-1)
-			}
+			r.flow.saturate(full)
 		}
 		if err != nil && err != unix.EINTR {
 			glog.Errorf("read: epoll_wait: %v", err)
@@ -337,8 +333,8 @@ const maxReadsPerEvent = 4
 // sends its checks and closes at once, and the last read waits for what the
 // next one finds: such a client's checks and its end go downstream as one
 // chunk, one hand-off rather than two.
-func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
-	if c.awaitingHeader && !r.readHeader(ctx, c, out) {
+func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) {
+	if c.read.awaitingHeader && !r.readHeader(ctx, c, out) {
 		return
 	}
 	var held []byte
@@ -351,25 +347,25 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 		return send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	for reads := 0; reads < maxReadsPerEvent; {
-		if r.budget.connSpent(c) {
+		if r.flow.connSpent(c) {
 			if flush() {
 				r.pause(c)
 			}
 			return
 		}
 		buf := getBuf(r.cfg.ChunkSize)
-		n, err := rawsys.Read(c.fd, buf)
+		n, err := rawsys.Read(c.read.fd, buf)
 		switch {
 		case n > 0:
 			reads++
-			c.bytesRead += uint64(n)
-			c.lastActive = r.now
+			c.read.bytesRead += uint64(n)
+			c.read.lastActive = r.now
 			r.stats.Chunks.Add(1)
 			r.stats.BytesRead.Add(uint64(n))
 			// The budget counts the buffer, not the bytes: a short read in a
 			// large buffer pins all of it.
 			b := shrinkChunk(buf, n)
-			r.budget.take(c, cap(b))
+			r.flow.take(c, cap(b))
 			if !flush() {
 				return
 			}
@@ -397,31 +393,31 @@ func (r *reader) readConn(ctx context.Context, c *Conn, out chan<- chunk) {
 // Timeout: fewer than 720 bytes, which no working send_nsca does.
 func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 	limit := now.Add(-r.cfg.Timeout).UnixNano()
-	var slow []*Conn
+	var slow []*clientConn
 	r.mu.Lock()
 	for _, c := range r.conns {
-		if c.windowStart >= limit {
+		if c.read.windowStart >= limit {
 			continue
 		}
-		if c.paused.Load() || c.inflight.Load() > 0 {
+		if r.flow.waiting(c) {
 			// Waiting for us, not slow: its bytes are in the pipeline or
 			// in the socket, held back by the read budget.
-			c.windowStart, c.windowBytes = now.UnixNano(), c.bytesRead
+			c.read.windowStart, c.read.windowBytes = now.UnixNano(), c.read.bytesRead
 			continue
 		}
-		if c.bytesRead-c.windowBytes < minProgress {
+		if c.read.bytesRead-c.read.windowBytes < minProgress {
 			slow = append(slow, c)
 		} else {
-			c.windowStart, c.windowBytes = now.UnixNano(), c.bytesRead
+			c.read.windowStart, c.read.windowBytes = now.UnixNano(), c.read.bytesRead
 		}
 	}
 	r.mu.Unlock()
 	for _, c := range slow {
-		if c.awaitingHeader {
+		if c.read.awaitingHeader {
 			r.stats.Refused.Add(1)
-			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: no complete PROXY header within %v (%d bytes)", c.Peer, r.cfg.Timeout, len(c.header))
+			r.log.Warningf(c.Peer.Addr().String(), "closing connection from %s: no complete PROXY header within %v (%d bytes)", c.Peer, r.cfg.Timeout, len(c.read.header))
 		} else {
-			r.log.Eventf("timed out", c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.bytesRead)
+			r.log.Eventf("timed out", c.Peer.Addr().String(), "closing connection from %s: timeout: less than %d bytes in %v (read %d bytes in all)", c.Peer, minProgress, r.cfg.Timeout, c.read.bytesRead)
 		}
 		r.closeConn(ctx, c, out, "timeout")
 	}
@@ -430,49 +426,36 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 // pause stops polling c until the budget allows reading it again: the
 // client's bytes wait in the kernel. The socket leaves the epoll set, so a
 // hang-up is not reported over and over meanwhile.
-func (r *reader) pause(c *Conn) {
-	if err := r.epoll.remove(c.fd); err != nil {
+func (r *reader) pause(c *clientConn) {
+	if err := r.epoll.remove(c.read.fd); err != nil {
 		return // not in the set: nothing to pause
 	}
-	c.paused.Store(true)
 	r.paused[c] = struct{}{}
-	if r.budget.spent() {
-		c.heldBack = true
-		r.budget.heldBack.Add(1)
-	}
+	r.flow.pause(c)
 }
 
 // unpause forgets that c was paused.
-func (r *reader) unpause(c *Conn) {
+func (r *reader) unpause(c *clientConn) {
 	delete(r.paused, c)
-	c.paused.Store(false)
-	r.release(c)
-}
-
-// release stops counting c as held back by the global budget.
-func (r *reader) release(c *Conn) {
-	if c.heldBack {
-		c.heldBack = false
-		r.budget.heldBack.Add(-1)
-	}
+	r.flow.unpause(c)
 }
 
 // resume polls again the paused connections the budget allows. One that
 // still waits for its own budget no longer waits for the global one, so it
-// stops holding back the accept stage: it used to until decrypt consumed
-// its chunk, and accept, greeting nobody meanwhile, left the CPUs idle
-// with every client waiting for an init packet.
+// stops holding back the accept stage: were it to hold accept back until
+// decrypt consumed its chunk, accept would greet nobody meanwhile and leave
+// the CPUs idle with every client waiting for an init packet.
 func (r *reader) resume() {
-	if len(r.paused) == 0 || r.budget.spent() {
+	if len(r.paused) == 0 || r.flow.spent() {
 		return
 	}
 	for c := range r.paused {
-		if r.budget.connSpent(c) {
-			r.release(c)
+		if r.flow.connSpent(c) {
+			r.flow.release(c)
 			continue
 		}
 		r.unpause(c)
-		if err := r.epoll.add(c.fd); err != nil {
+		if err := r.epoll.add(c.read.fd); err != nil {
 			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 			c.requestClose()
 		}
@@ -484,10 +467,10 @@ func (r *reader) resume() {
 // the earliest. Bytes waiting in the socket are not silence: the client
 // sent them and waits for us.
 func (r *reader) closeIdle(ctx context.Context, out chan<- chunk, idleSince, drainStart int64) {
-	var idle []*Conn
+	var idle []*clientConn
 	r.mu.Lock()
 	for _, c := range r.conns {
-		if max(c.lastActive, drainStart) < idleSince && unreadBytes(c.fd) == 0 {
+		if max(c.read.lastActive, drainStart) < idleSince && unreadBytes(c.read.fd) == 0 {
 			idle = append(idle, c)
 		}
 	}
@@ -508,7 +491,7 @@ func unreadBytes(fd int) int {
 
 func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
 	r.mu.Lock()
-	all := make([]*Conn, 0, len(r.conns))
+	all := make([]*clientConn, 0, len(r.conns))
 	for _, c := range r.conns {
 		all = append(all, c)
 	}
@@ -521,26 +504,26 @@ func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
 // closeConn closes the socket and sends the connection's final chunk. Only
 // the reader closes sockets, so a descriptor number is never reused while
 // another stage could still act on it.
-func (r *reader) closeConn(ctx context.Context, c *Conn, out chan<- chunk, why string) {
+func (r *reader) closeConn(ctx context.Context, c *clientConn, out chan<- chunk, why string) {
 	r.closeConnWith(ctx, c, out, why, nil)
 }
 
 // closeConnWith is closeConn with the connection's last read, which goes
 // downstream in the final chunk.
-func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, why string, last []byte) {
-	if c.closed {
+func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out chan<- chunk, why string, last []byte) {
+	if c.read.closed {
 		return
 	}
-	c.closed = true
+	c.read.closed = true
 	r.mu.Lock()
-	delete(r.conns, int32(c.fd))
+	delete(r.conns, int32(c.read.fd))
 	r.mu.Unlock()
-	if c.paused.Load() {
+	if _, paused := r.paused[c]; paused {
 		r.unpause(c)
 	}
 	// close() also takes the socket out of the epoll set: no descriptor of
 	// it is ever duplicated.
-	rawsys.Close(c.fd)
+	rawsys.Close(c.read.fd)
 	r.stats.Open.Add(-1)
 	send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
 }
@@ -551,18 +534,18 @@ func (r *reader) closeConnWith(ctx context.Context, c *Conn, out chan<- chunk, w
 // client data; otherwise it is closed or still waiting for the header.
 // Client bytes read along with the header are passed on as the start of
 // the stream.
-func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool {
+func (r *reader) readHeader(ctx context.Context, c *clientConn, out chan<- chunk) bool {
 	var buf [proxyHeaderMax]byte
-	n, err := unix.Read(c.fd, buf[:proxyHeaderMax-len(c.header)])
+	n, err := unix.Read(c.read.fd, buf[:proxyHeaderMax-len(c.read.header)])
 	switch {
-	case n == 0 && err == nil && len(c.header) == 0:
+	case n == 0 && err == nil && len(c.read.header) == 0:
 		// A balancer's plain TCP health check: connect, then close.
 		r.stats.HealthChecks.Add(1)
 		r.closeConn(ctx, c, out, "")
 		return false
 	case n == 0 && err == nil:
 		r.stats.Refused.Add(1)
-		r.log.Warningf(c.Peer.Addr().String(), "connection from %s closed after %d bytes of a PROXY header", c.Peer, len(c.header))
+		r.log.Warningf(c.Peer.Addr().String(), "connection from %s closed after %d bytes of a PROXY header", c.Peer, len(c.read.header))
 		r.closeConn(ctx, c, out, "")
 		return false
 	case err == unix.EAGAIN || err == unix.EINTR:
@@ -571,11 +554,11 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 		r.closeConn(ctx, c, out, err.Error())
 		return false
 	}
-	c.header = append(c.header, buf[:n]...)
-	size, err := proxyHeaderLen(c.header)
+	c.read.header = append(c.read.header, buf[:n]...)
+	size, err := proxyHeaderLen(c.read.header)
 	if err == nil && size == 0 {
-		if len(c.header) >= proxyHeaderMax {
-			err = fmt.Errorf("%w: incomplete after %d bytes", ErrProxyHeader, len(c.header))
+		if len(c.read.header) >= proxyHeaderMax {
+			err = fmt.Errorf("%w: incomplete after %d bytes", errProxyHeader, len(c.read.header))
 		} else {
 			return false
 		}
@@ -583,7 +566,7 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 	var src netip.AddrPort
 	local := false
 	if err == nil {
-		src, local, err = proxySource(c.header[:size])
+		src, local, err = proxySource(c.read.header[:size])
 	}
 	switch {
 	case err != nil:
@@ -597,26 +580,21 @@ func (r *reader) readHeader(ctx context.Context, c *Conn, out chan<- chunk) bool
 		return false
 	}
 	c.Via, c.Peer = c.Peer, src
-	if len(r.cfg.Allowed) > 0 && !allowed(r.cfg.Allowed, src.Addr()) {
-		r.stats.Refused.Add(1)
-		r.log.Warningf(src.Addr().String(), "refused connection from %s (via %s): not in allowed_hosts", src, c.Via)
-		r.closeConn(ctx, c, out, "refused")
+	c.read.awaitingHeader = false
+	if why := r.cfg.admission.admit(c); why != "" {
+		r.closeConn(ctx, c, out, why)
 		return false
 	}
-	if err := c.greet(); err != nil {
-		r.log.Warningf(src.Addr().String(), "closing connection from %s (via %s): %v", src, c.Via, err)
-		r.closeConn(ctx, c, out, "init packet")
-		return false
-	}
-	r.stats.Connections.Add(1)
-	rest := c.header[size:]
-	c.awaitingHeader, c.header = false, nil
-	c.windowStart, c.windowBytes = time.Now().UnixNano(), c.bytesRead
+	rest := c.read.header[size:]
+	c.read.header = nil
+	c.read.windowStart, c.read.windowBytes = time.Now().UnixNano(), c.read.bytesRead
 	if len(rest) > 0 {
 		// A client that did not wait for its init packet.
-		c.bytesRead += uint64(len(rest))
+		c.read.bytesRead += uint64(len(rest))
 		b := getBuf(r.cfg.ChunkSize)
-		return send(ctx, out, chunk{conn: c, buf: shrinkChunk(b, copy(b, rest)), readAt: r.readAt})
+		b = shrinkChunk(b, copy(b, rest))
+		r.flow.take(c, cap(b))
+		return send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	return true
 }

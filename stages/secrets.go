@@ -35,41 +35,41 @@ const versionBytes = 2
 // first candidate, marked unmatched so that validation refuses it with the
 // reason that candidate gives, as a single secret would. Until then it
 // returns nil: the bytes are kept.
-func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, readAt int64, out chan<- Packet) []byte {
+func (d *decrypter) choose(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) []byte {
 	largest := d.sizes[len(d.sizes)-1]
-	if c.cur == nil {
+	if c.decrypt.cur == nil {
 		d.rankFor(c)
 		switch len(d.order) {
 		case 0:
-			c.sec, c.unmatched = &d.nobody, true
+			c.decrypt.sec, c.decrypt.unmatched = &d.nobody, true
 			return buf
 		case 1:
-			c.sec = &d.cands[d.order[0]]
+			c.decrypt.sec = &d.cands[d.order[0]]
 			return buf
 		}
-		c.cur = getPacketBuf(largest)
+		c.decrypt.cur = getPacketBuf(largest)
 	}
 	for len(buf) > 0 {
-		target := d.nextSize(c.curN)
-		n := min(target-c.curN, len(buf))
-		copy(c.cur[c.curN:], buf[:n])
-		c.curN += n
+		target := d.nextSize(c.decrypt.curN)
+		n := min(target-c.decrypt.curN, len(buf))
+		copy(c.decrypt.cur[c.decrypt.curN:], buf[:n])
+		c.decrypt.curN += n
 		buf = buf[n:]
-		if c.curN < target {
+		if c.decrypt.curN < target {
 			return nil
 		}
 		start := time.Now()
-		k, hopeless := d.trial(c, c.cur[:c.curN])
+		k, hopeless := d.trial(c, c.decrypt.cur[:c.decrypt.curN])
 		took := time.Since(start)
 		d.stats.DecryptNanos.Add(uint64(took))
-		if r := c.reader; r != nil {
-			r.budget.observe(c.curN, took)
+		if d.flow != nil {
+			d.flow.observe(c.decrypt.curN, took)
 		}
 		switch {
 		case k != nil:
 			d.matched(ctx, c, k, readAt, out)
 			return buf
-		case hopeless || c.curN >= largest:
+		case hopeless || c.decrypt.curN >= largest:
 			d.unmatched(ctx, c, readAt, out)
 			return buf
 		}
@@ -82,7 +82,7 @@ func (d *decrypter) choose(ctx context.Context, c *Conn, buf []byte, readAt int6
 // plaintext is a valid packet, leaving the CFB state after it in
 // d.state. hopeless says that no candidate even gave version 3: no size
 // can match then.
-func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
+func (d *decrypter) trial(c *clientConn, raw []byte) (k *keyed, hopeless bool) {
 	st := &d.state // the decrypter's: a local would escape to the heap through Key
 	pt := d.scratch[:len(raw)]
 	hopeless = true
@@ -114,32 +114,32 @@ func (d *decrypter) trial(c *Conn, raw []byte) (k *keyed, hopeless bool) {
 // matched gives c the secret k, whose trial left the first packet's
 // plaintext in d.scratch and the stream after it in d.state, and sends
 // that packet on.
-func (d *decrypter) matched(ctx context.Context, c *Conn, k *keyed, readAt int64, out chan<- Packet) {
-	c.sec, c.packetSize = k, c.curN
-	copy(c.cur, d.scratch[:c.curN])
+func (d *decrypter) matched(ctx context.Context, c *clientConn, k *keyed, readAt int64, out chan<- packet) {
+	c.decrypt.sec, c.decrypt.packetSize = k, c.decrypt.curN
+	copy(c.decrypt.cur, d.scratch[:c.decrypt.curN])
 	if k.Engine != nil {
-		c.stream, c.streaming = d.state, true
+		c.decrypt.stream, c.decrypt.streaming = d.state, true
 	}
 	d.stats.Received.Add(1)
-	p := Packet{Conn: c, Data: c.cur[:c.packetSize], ReadAt: readAt}
-	c.cur, c.curN = nil, 0
+	p := packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
+	c.decrypt.cur, c.decrypt.curN = nil, 0
 	send(ctx, out, p)
 }
 
 // unmatched hands c, whose first bytes no candidate decrypts, to the first
 // candidate tried, which decrypts and frames them as a single secret
 // would, so that validation refuses the packet with that secret's reason.
-func (d *decrypter) unmatched(ctx context.Context, c *Conn, readAt int64, out chan<- Packet) {
-	c.sec, c.unmatched = &d.cands[d.order[0]], true
-	raw := c.cur[:c.curN]
-	c.cur, c.curN = nil, 0
+func (d *decrypter) unmatched(ctx context.Context, c *clientConn, readAt int64, out chan<- packet) {
+	c.decrypt.sec, c.decrypt.unmatched = &d.cands[d.order[0]], true
+	raw := c.decrypt.cur[:c.decrypt.curN]
+	c.decrypt.cur, c.decrypt.curN = nil, 0
 	d.feedDecided(ctx, c, raw, readAt, out)
 	putBuf(raw)
 }
 
 // rankFor sets d.order to the candidates that may serve c's address, most
 // specific network first and in configuration order among equals.
-func (d *decrypter) rankFor(c *Conn) {
+func (d *decrypter) rankFor(c *clientConn) {
 	addr := c.Peer.Addr()
 	d.order = d.order[:0]
 	for i := range d.cands {

@@ -21,15 +21,15 @@ type testSecret struct {
 
 // candidatesFor chooses an engine for each secret, named password/method
 // as the server names its own secrets.
-func candidatesFor(t testing.TB, secrets []testSecret) []Candidate {
+func candidatesFor(t testing.TB, secrets []testSecret) []candidate {
 	t.Helper()
-	var out []Candidate
+	var out []candidate
 	for _, s := range secrets {
 		ch, err := cipher.Choose(s.method, s.alg, []byte(s.password), cipher.EngineAuto)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, Candidate{Name: fmt.Sprintf("%s/%d", s.password, s.method), Method: s.method, Engine: ch.Engine, Password: []byte(s.password)})
+		out = append(out, candidate{Name: fmt.Sprintf("%s/%d", s.password, s.method), Method: s.method, Engine: ch.Engine, Password: []byte(s.password)})
 	}
 	return out
 }
@@ -83,19 +83,19 @@ func TestDecryptCandidates(t *testing.T) {
 		{14, "rijndael-128", "old-password"}, {14, "rijndael-128", "new-password"}}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, perConn := range []bool{false, true} {
-		cfg := CipherConfig{Candidates: candidatesFor(t, secrets), PerConnection: perConn, PayloadLengths: []int{512, 4096}}
+		cfg := cipherConfig{Candidates: candidatesFor(t, secrets), PerConnection: perConn, PayloadLengths: []int{512, 4096}}
 		d, _ := newTestDecrypter(t, cfg)
 		clients := append(secrets, testSecret{14, "rijndael-128", "unknown"}, testSecret{3, "tripledes", "old-password"})
 		for ci, s := range clients {
 			for _, size := range []int{codec.LegacySize, codec.Size} {
 				t.Run(fmt.Sprintf("perconn=%v/%s/%d/%d", perConn, s.password, s.method, size), func(t *testing.T) {
-					c := &Conn{ID: uint64(ci + 1), reader: &reader{}}
+					c := &clientConn{connIdentity: connIdentity{ID: uint64(ci + 1)}, read: connRead{reader: &reader{}}}
 					for i := range c.IV {
 						c.IV[i] = byte(rng.Uint32())
 					}
 					packets := randomPackets(rng, 3, size, "p")
 					ct := clientStream(t, s, c.IV[:], packets)
-					out := make(chan Packet, 16)
+					out := make(chan packet, 16)
 					for len(ct) > 0 {
 						n := min(1+rng.IntN(3000), len(ct))
 						buf := getBuf(chunkSize)[:0]
@@ -112,7 +112,7 @@ func TestDecryptCandidates(t *testing.T) {
 						}
 					}
 					if ci >= len(secrets) {
-						if !c.unmatched {
+						if !c.decrypt.unmatched {
 							t.Errorf("a client with a secret the server does not know was not marked unmatched")
 						}
 						if len(got) > 0 && codec.Check(got[0]) == nil {
@@ -121,8 +121,8 @@ func TestDecryptCandidates(t *testing.T) {
 						return
 					}
 					want := fmt.Sprintf("%s/%d", s.password, s.method)
-					if c.sec == nil || c.sec.Name != want || c.unmatched {
-						t.Fatalf("connection uses %v (unmatched %v), want %s", c.sec, c.unmatched, want)
+					if c.decrypt.sec == nil || c.decrypt.sec.Name != want || c.decrypt.unmatched {
+						t.Fatalf("connection uses %v (unmatched %v), want %s", c.decrypt.sec, c.decrypt.unmatched, want)
 					}
 					if len(got) != len(packets) {
 						t.Fatalf("%d packets, want %d", len(got), len(packets))
@@ -159,9 +159,9 @@ func benchFirstPacket(b *testing.B, n int, garbage bool) {
 			for i := range n {
 				secrets = append(secrets, testSecret{14, "rijndael-128", fmt.Sprintf("password-%d", i)})
 			}
-			cfg := CipherConfig{Candidates: candidatesFor(b, secrets), PayloadLengths: []int{4096}}
+			cfg := cipherConfig{Candidates: candidatesFor(b, secrets), PayloadLengths: []int{4096}}
 			d, _ := newTestDecrypter(b, cfg)
-			c := &Conn{ID: 1}
+			c := &clientConn{connIdentity: connIdentity{ID: 1}}
 			rng := rand.New(rand.NewPCG(5, 6))
 			for i := range c.IV {
 				c.IV[i] = byte(rng.Uint32())
@@ -172,17 +172,17 @@ func benchFirstPacket(b *testing.B, n int, garbage bool) {
 					ct[i] = byte(rng.Uint32())
 				}
 			}
-			out := make(chan Packet, 1)
+			out := make(chan packet, 1)
 			buf := getBuf(chunkSize)[:codec.Size]
 			b.SetBytes(codec.Size)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				*c = Conn{ID: 1, IV: c.IV}
+				*c = clientConn{connIdentity: connIdentity{ID: 1, IV: c.IV}}
 				copy(buf, ct)
 				d.feed(context.Background(), c, buf, 0, out)
 				p := <-out
-				if !garbage && c.sec != &d.cands[n-1] {
+				if !garbage && c.decrypt.sec != &d.cands[n-1] {
 					b.Fatal("the first packet did not pick the client's secret")
 				}
 				putBuf(p.Data)
@@ -200,24 +200,24 @@ func TestDecryptNetworks(t *testing.T) {
 	cands[0].Name, cands[0].Networks = "wide", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	cands[1].Name, cands[1].Networks = "narrow", []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}
 	cands[2].Name, cands[2].Networks = "other", []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}
-	d, _ := newTestDecrypter(t, CipherConfig{Candidates: cands, PayloadLengths: []int{4096}})
+	d, _ := newTestDecrypter(t, cipherConfig{Candidates: cands, PayloadLengths: []int{4096}})
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, c := range []struct {
 		from, want string
 		unmatched  bool
 	}{{"10.1.2.3", "narrow", false}, {"10.2.0.1", "wide", false}, {"172.16.0.1", "", true}, {"192.168.1.1", "other", false}} {
-		conn := &Conn{ID: 1, Peer: netip.AddrPortFrom(netip.MustParseAddr(c.from), 4000), reader: &reader{}}
+		conn := &clientConn{connIdentity: connIdentity{ID: 1, Peer: netip.AddrPortFrom(netip.MustParseAddr(c.from), 4000)}, read: connRead{reader: &reader{}}}
 		ct := clientStream(t, x, conn.IV[:], randomPackets(rng, 1, codec.Size, "n"))
-		out := make(chan Packet, 4)
+		out := make(chan packet, 4)
 		buf := getBuf(chunkSize)[:0]
 		d.feed(context.Background(), conn, append(buf, ct...), 0, out)
 		close(out)
 		name := ""
-		if conn.sec != nil {
-			name = conn.sec.Name
+		if conn.decrypt.sec != nil {
+			name = conn.decrypt.sec.Name
 		}
-		if name != c.want || conn.unmatched != c.unmatched {
-			t.Errorf("from %s: secret %q unmatched %v, want %q %v", c.from, name, conn.unmatched, c.want, c.unmatched)
+		if name != c.want || conn.decrypt.unmatched != c.unmatched {
+			t.Errorf("from %s: secret %q unmatched %v, want %q %v", c.from, name, conn.decrypt.unmatched, c.want, c.unmatched)
 		}
 		for p := range out {
 			if c.want == "other" && p.Data != nil && codec.Check(p.Data) == nil {

@@ -21,28 +21,29 @@ import (
 	"nsca_fast/stages/emit/sink"
 )
 
-// ErrConfig wraps settings the pipeline cannot run with.
-var ErrConfig = errors.New("stages: config")
+// errConfig wraps settings the pipeline cannot run with.
+var errConfig = errors.New("stages: config")
 
 // Server is one running pipeline: accept → read → decrypt → validate →
 // emit. New builds it, Run serves until Shutdown or Abort, in the manner of
 // nsq's nsqd.
 type Server struct {
 	cfg   *conf.Config
-	Stats *counters.Stats
+	stats *counters.Stats
 	log   *counters.RateLog
 	// listeners are the server's own duplicates of the listening
 	// sockets, which its accept stage owns once it runs.
 	listeners []int
 	dests     []emit.Destination
-	acceptCfg AcceptConfig
+	acceptCfg acceptConfig
 	// adopt feeds the accept stage connections accepted elsewhere
 	// (inetd); closing it stops accepting.
 	adopt    chan int
 	stopOnce sync.Once
 	replaced atomic.Bool
-	cipher   CipherConfig
-	allowed  []netip.Prefix // allowed_hosts, for clients behind a PROXY header
+	cipher   cipherConfig
+	// admission lets clients in, at accept and after a PROXY header.
+	admission *admission
 
 	ctx   context.Context
 	abort context.CancelFunc
@@ -51,7 +52,7 @@ type Server struct {
 
 	// ng is the nsca-ng listener's settings, nil when it is off; closing
 	// ngStop stops it, with the accept stage.
-	ng     *NGConfig
+	ng     *ngConfig
 	ngStop chan struct{}
 
 	queuesMu sync.Mutex
@@ -63,10 +64,10 @@ const (
 	shutdownGrace = 2 * time.Second
 )
 
-// Threads is the number of decrypt goroutines: nsca_threads_per_worker, or
+// decryptThreads is the number of decrypt goroutines: nsca_threads_per_worker, or
 // one per CPU of the process's share when it is 0. More would only queue
 // for the same CPUs, and with libmcrypt each is a thread of its own.
-func Threads(cfg *conf.Config) int {
+func decryptThreads(cfg *conf.Config) int {
 	if cfg.ThreadsPerWorker > 0 {
 		return cfg.ThreadsPerWorker
 	}
@@ -86,10 +87,10 @@ func CgoGoroutines(cfg *conf.Config) int {
 	if cfg.NscaNGListen != "" {
 		n = cfg.NscaNGThreads
 	}
-	if c, err := CipherOf(cfg); err != nil || !c.callsC() {
+	if c, err := cipherOf(cfg); err != nil || !c.callsC() {
 		return n
 	}
-	return n + Threads(cfg)
+	return n + decryptThreads(cfg)
 }
 
 // openFilesLimit is RLIMIT_NOFILE, the most descriptors this process may
@@ -100,10 +101,10 @@ func openFilesLimit() uint64 {
 	return rl.Cur
 }
 
-// MaxConnections is max_connections, or, when it is 0, a limit sized for the
+// connectionLimit is max_connections, or, when it is 0, a limit sized for the
 // machine: what the open files limit allows, less some descriptors for the
 // daemon's own files (sinks, epoll, pipes), and at least 1024.
-func MaxConnections(cfg *conf.Config, nofile uint64) int {
+func connectionLimit(cfg *conf.Config, nofile uint64) int {
 	if cfg.MaxConnections > 0 {
 		return cfg.MaxConnections
 	}
@@ -111,15 +112,15 @@ func MaxConnections(cfg *conf.Config, nofile uint64) int {
 	return max(1024, int(min(nofile, 1<<30))-ownFiles)
 }
 
-// CipherOf is the decrypt stage's settings for cfg, with the engine that
+// cipherOf is the decrypt stage's settings for cfg, with the engine that
 // cfg.Cipher chose (and keeps, so that this costs one self-test per loaded
 // configuration however often it is called).
-func CipherOf(cfg *conf.Config) (CipherConfig, error) {
+func cipherOf(cfg *conf.Config) (cipherConfig, error) {
 	choice, err := cfg.Cipher()
 	if err != nil {
-		return CipherConfig{}, fmt.Errorf("%w: decryption_engine=%s: %w", ErrCipher, choice.Asked, err)
+		return cipherConfig{}, fmt.Errorf("%w: decryption_engine=%s: %w", errCipher, choice.Asked, err)
 	}
-	cc := CipherConfig{
+	cc := cipherConfig{
 		Method:         cfg.DecryptionMethod,
 		Engine:         choice.Engine,
 		Password:       []byte(cfg.Password),
@@ -128,12 +129,12 @@ func CipherOf(cfg *conf.Config) (CipherConfig, error) {
 	}
 	secrets, err := cfg.Secrets()
 	if err != nil {
-		return CipherConfig{}, fmt.Errorf("%w: %w", ErrCipher, err)
+		return cipherConfig{}, fmt.Errorf("%w: %w", errCipher, err)
 	}
 	if len(secrets) > 1 || len(cfg.MoreMethods) > 0 || cfg.PasswordFile != "" || cfg.IdentitiesFile != "" {
 		// Named even when one is left, so that its matches are counted.
 		for _, s := range secrets {
-			cc.Candidates = append(cc.Candidates, Candidate{Name: s.Name, Method: s.Method.Number, Engine: s.Choice.Engine,
+			cc.Candidates = append(cc.Candidates, candidate{Name: s.Name, Method: s.Method.Number, Engine: s.Choice.Engine,
 				Password: s.Password, Networks: s.Networks, Rights: s.Rights})
 		}
 	}
@@ -150,7 +151,7 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 // NewIn is New in the process p, whose worker slot, reopen requests and
 // Gearman start_times its sinks share with the process's other pipelines.
 func NewIn(cfg *conf.Config, listeners []int, p emit.Process) (*Server, error) {
-	cipher, err := CipherOf(cfg)
+	cipher, err := cipherOf(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -162,10 +163,10 @@ func NewIn(cfg *conf.Config, listeners []int, p emit.Process) (*Server, error) {
 	}
 	allowed, err := cfg.AllowedPrefixes()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	s := &Server{cfg: cfg, Stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher}
-	dests, err := emit.Destinations(cfg, p, s.Stats, s.log)
+	s := &Server{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher}
+	dests, err := emit.Destinations(cfg, p, s.stats, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -177,11 +178,11 @@ func NewIn(cfg *conf.Config, listeners []int, p emit.Process) (*Server, error) {
 	trusted, err := cfg.TrustedProxies()
 	if err != nil {
 		emit.CloseDestinations(dests)
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	s.allowed = allowed
-	s.acceptCfg = AcceptConfig{MaxConnections: MaxConnections(cfg, openFilesLimit()), Allowed: allowed, Proxy: cfg.ProxyProtocol, TrustedProxies: trusted}
-	if s.listeners, err = DupListeners(listeners); err != nil {
+	s.admission = &admission{maxConns: connectionLimit(cfg, openFilesLimit()), allowed: allowed, proxy: cfg.ProxyProtocol, trusted: trusted, stats: s.stats, log: s.log}
+	s.acceptCfg = acceptConfig{admission: s.admission}
+	if s.listeners, err = dupListeners(listeners); err != nil {
 		emit.CloseDestinations(dests)
 		return nil, err
 	}
@@ -200,7 +201,7 @@ func NewIn(cfg *conf.Config, listeners []int, p emit.Process) (*Server, error) {
 // identities of identities_file (whose settings other than authorize
 // blocks the configuration warns about, once each); its command file
 // follows reopens.
-func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener) (*NGConfig, error) {
+func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener) (*ngConfig, error) {
 	if err := openssl.Available(); err != nil {
 		return nil, cfg.PathError("nsca_ng_listen", err)
 	}
@@ -208,7 +209,7 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener
 	if err != nil {
 		return nil, cfg.PathError("identities_file", err)
 	}
-	ng := &NGConfig{
+	ng := &ngConfig{
 		Listen:           cfg.NscaNGListen,
 		Threads:          cfg.NscaNGThreads,
 		MaxSessions:      cfg.NscaNGMaxSessions,
@@ -216,7 +217,7 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener
 		Timeout:          time.Duration(cfg.NscaNGTimeout) * time.Second,
 		MaxCommandSize:   cfg.NscaNGMaxCommandSize,
 		Ciphers:          cfg.NscaNGCiphers,
-		Identities:       NGIdentitiesOf(f),
+		Identities:       ngIdentitiesOf(f),
 		Allowed:          allowed,
 		Grace:            shutdownGrace,
 		Debug:            cfg.Debug,
@@ -226,26 +227,28 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener
 		ng.Commands.Lock = true
 		ng.Commands.Reopens = reopens
 	}
-	if ng.Listener, err = NGListen(cfg.NscaNGListen); err != nil {
-		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", ErrNG, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
+	if ng.Listener, err = ngListen(cfg.NscaNGListen); err != nil {
+		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", errNG, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
 	}
 	return ng, nil
 }
 
 // Run starts every stage and blocks until the pipeline has drained: after
 // Shutdown, once every connection has ended and every result was written.
-func (s *Server) Run() error { return s.run(-1) }
+func (s *Server) Run() error { return s.runPipeline(-1) }
 
 // ServeOne serves the one connection on fd, as under inetd, and returns once
 // its results are written. The server needs no listening socket for it.
-func (s *Server) ServeOne(fd int) error { return s.run(fd) }
+func (s *Server) ServeOne(fd int) error { return s.runPipeline(fd) }
 
-func (s *Server) run(inetdFD int) error {
+// runPipeline runs the pipeline, with the connection inetdFD when it is not -1
+// (and then without accepting), until it has drained.
+func (s *Server) runPipeline(inetdFD int) error {
 	ctx, cfg := s.ctx, s.cfg
 	depth := max(cfg.QueueSize, 1)
-	conns := make(chan *Conn, depth)
+	conns := make(chan *clientConn, depth)
 	chunks := make(chan chunk, depth)
-	packets := make(chan Packet, depth)
+	packets := make(chan packet, depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
 	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: diagnose.Clients,
@@ -253,7 +256,7 @@ func (s *Server) run(inetdFD int) error {
 			s.log.Eventf("were diagnosed (see /clients)", key, format, args...)
 		}})
 	defer diag.Close()
-	env := Env{Stats: s.Stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
+	env := Env{Stats: s.stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
 	for i, ch := range []func() int{
 		func() int { return len(conns) }, func() int { return len(chunks) },
 		func() int { return len(packets) }, func() int { return len(items) },
@@ -265,26 +268,26 @@ func (s *Server) run(inetdFD int) error {
 		s.Shutdown()
 	}
 
-	threads := Threads(cfg)
+	threads := decryptThreads(cfg)
 	// Validation is cheap, but strict_mode_spoofing resolves host names:
 	// then more goroutines keep one slow lookup from stalling every client.
 	validators := 1
 	if cfg.StrictModeSpoofing {
 		validators = max(threads, 4)
 	}
-	validateCfg := ValidateConfig{Goroutines: validators, Depth: depth, MaxChecks: cfg.MaxChecksPerConnection, StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
+	validateCfg := validateConfig{Goroutines: validators, Depth: depth, MaxChecks: cfg.MaxChecksPerConnection, StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
 	if cfg.MaxPacketAgeEnabled {
 		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
 	}
 	// The decrypt goroutines run at once as far as this process has CPUs
 	// (GOMAXPROCS is no measure of that: it has a P more for each
 	// goroutine in C calls).
-	budget := newReadBudget(min(threads, cfg.CPUShare()), cfg.Workers)
+	flow := newFlow(min(threads, cfg.CPUShare()), cfg.Workers, func() bool { return len(chunks) == cap(chunks) })
 	s.acceptCfg.Listeners = s.listeners
-	s.acceptCfg.behind = func() bool { return budget.behind() || len(chunks) == cap(chunks) }
+	s.acceptCfg.flow = flow
 	intake := &readIntake{}
 	s.acceptCfg.handOff = intake.register
-	readCfg := ReadConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, Allowed: s.allowed, budget: budget, intake: intake}
+	readCfg := readConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, admission: s.admission, flow: flow, intake: intake}
 	if s.cipher.callsC() {
 		// libmcrypt costs 50 µs to 1 ms a packet: a connection's whole
 		// burst is one read and one hand-off to decrypt, which calls C in
@@ -306,7 +309,11 @@ func (s *Server) run(inetdFD int) error {
 				close(packets)
 			}
 		}
-		ngStart = func() error { return StartNG(ctx, s.ngStop, packets, closePackets, *s.ng, env) }
+		ng := *s.ng
+		// The listener's own flow: its sessions need no decrypting, and
+		// wait only for the queue they feed.
+		ng.flow = newFlow(1, cfg.Workers, func() bool { return len(packets) == cap(packets) })
+		ngStart = func() error { return startNG(ctx, s.ngStop, packets, closePackets, ng, env) }
 	}
 	starts := []struct {
 		start func() error
@@ -315,7 +322,7 @@ func (s *Server) run(inetdFD int) error {
 		{func() error {
 			return emit.Start(ctx, items, done, emit.Config{Destinations: s.dests, Stats: env.Stats, Log: env.Log, Gauge: env.Gauge, Progress: env.Progress})
 		}, func() { close(items) }},
-		{func() error { return StartValidate(ctx, packets, items, validateCfg, env) }, func() { close(packets) }},
+		{func() error { return startValidate(ctx, packets, items, validateCfg, env) }, func() { close(packets) }},
 		{ngStart, func() {
 			// Decrypt never started: the listener is the last sender.
 			if closePackets == nil {
@@ -326,10 +333,10 @@ func (s *Server) run(inetdFD int) error {
 			closePackets()
 		}},
 		{func() error {
-			return StartDecrypt(ctx, chunks, packets, DecryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: closePackets}, env)
+			return startDecrypt(ctx, chunks, packets, decryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: closePackets, flow: flow}, env)
 		}, func() { close(chunks) }},
-		{func() error { return StartRead(ctx, conns, chunks, readCfg, env) }, func() { close(conns) }},
-		{func() error { return StartAccept(ctx, s.adopt, conns, s.acceptCfg, env) }, nil},
+		{func() error { return startRead(ctx, conns, chunks, readCfg, env) }, func() { close(conns) }},
+		{func() error { return startAccept(ctx, s.adopt, conns, s.acceptCfg, env) }, nil},
 	}
 	for i, st := range starts {
 		if err := st.start(); err != nil {
@@ -343,7 +350,7 @@ func (s *Server) run(inetdFD int) error {
 	}
 	<-done
 	s.log.Flush()
-	snap := s.Stats.Snapshot()
+	snap := s.stats.Snapshot()
 	if s.replaced.Load() {
 		glog.Infof("reload: the previous configuration's pipeline finished its connections: %s", snap.Line(snap, 0))
 	} else {
@@ -386,7 +393,7 @@ var stageQueues = [...]string{"accept_to_read", "read_to_decrypt", "decrypt_to_v
 // shards inside a stage are not counted); before Run has made them, each
 // is there at 0.
 func (s *Server) Snapshot() counters.Snapshot {
-	snap := s.Stats.Snapshot()
+	snap := s.stats.Snapshot()
 	s.queuesMu.Lock()
 	defer s.queuesMu.Unlock()
 	snap.Queues = map[string]int64{}

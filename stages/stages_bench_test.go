@@ -52,9 +52,9 @@ func BenchmarkReadStage(b *testing.B) {
 	env := benchEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in := make(chan *Conn, 1)
+	in := make(chan *clientConn, 1)
 	out := make(chan chunk, 128)
-	if err := StartRead(ctx, in, out, ReadConfig{Readers: 1, Timeout: time.Hour, Grace: time.Second}, env); err != nil {
+	if err := startRead(ctx, in, out, readConfig{Readers: 1, Timeout: time.Hour, Grace: time.Second}, env); err != nil {
 		b.Fatal(err)
 	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -64,7 +64,7 @@ func BenchmarkReadStage(b *testing.B) {
 	if err := unix.SetNonblock(sp[1], false); err != nil {
 		b.Fatal(err)
 	}
-	c := &Conn{ID: 1, fd: sp[0]}
+	c := &clientConn{connIdentity: connIdentity{ID: 1}, read: connRead{fd: sp[0]}}
 	env.Stats.Open.Add(1)
 	in <- c
 	close(in)
@@ -90,8 +90,8 @@ func BenchmarkReadStage(b *testing.B) {
 			b.Fatalf("read stage ended after %d of %d bytes", got, want)
 		}
 		got += len(ch.buf)
-		if r := ch.conn.reader; r != nil && !ch.eof {
-			r.budget.release(ch.conn, cap(ch.buf))
+		if r := ch.conn.read.reader; r != nil && !ch.eof {
+			r.flow.giveBack(ch.conn, cap(ch.buf))
 		}
 		if ch.buf != nil {
 			putBuf(ch.buf)
@@ -107,18 +107,18 @@ func BenchmarkReadStage(b *testing.B) {
 }
 
 // BenchmarkDecryptStageXOR: per op one chunk holding one 4304-byte XOR
-// packet of a connection, decrypted and framed into a Packet.
+// packet of a connection, decrypted and framed into a packet.
 func BenchmarkDecryptStageXOR(b *testing.B) {
 	env := benchEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in := make(chan chunk, 64)
-	out := make(chan Packet, 64)
-	cfg := DecryptConfig{Goroutines: 1, Depth: 64, Cipher: CipherConfig{Method: 1, Password: []byte(benchPassword)}}
-	if err := StartDecrypt(ctx, in, out, cfg, env); err != nil {
+	out := make(chan packet, 64)
+	cfg := decryptConfig{Goroutines: 1, Depth: 64, Cipher: cipherConfig{Method: 1, Password: []byte(benchPassword)}}
+	if err := startDecrypt(ctx, in, out, cfg, env); err != nil {
 		b.Fatal(err)
 	}
-	c := &Conn{ID: 1}
+	c := &clientConn{connIdentity: connIdentity{ID: 1}}
 	for i := range c.IV {
 		c.IV[i] = byte(i * 7)
 	}
@@ -157,12 +157,12 @@ func BenchmarkValidateStage(b *testing.B) {
 	env := benchEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in := make(chan Packet, 64)
+	in := make(chan packet, 64)
 	out := make(chan sink.Item, 64)
-	if err := StartValidate(ctx, in, out, ValidateConfig{Goroutines: 1, Depth: 64}, env); err != nil {
+	if err := startValidate(ctx, in, out, validateConfig{Goroutines: 1, Depth: 64}, env); err != nil {
 		b.Fatal(err)
 	}
-	c := &Conn{ID: 1}
+	c := &clientConn{connIdentity: connIdentity{ID: 1}}
 	pkt := benchPlain(b)
 	b.SetBytes(codec.Size)
 	b.ReportAllocs()
@@ -171,7 +171,7 @@ func BenchmarkValidateStage(b *testing.B) {
 		for range b.N {
 			buf := getPacketBuf(codec.Size)
 			copy(buf, pkt)
-			in <- Packet{Conn: c, Data: buf}
+			in <- packet{Conn: c, Data: buf}
 		}
 		close(in)
 	}()

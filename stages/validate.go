@@ -22,14 +22,14 @@ import (
 
 // The validate stage's own reasons to refuse a packet that decoded well.
 var (
-	ErrStale         = errors.New("stages: stale packet")
-	ErrTooManyChecks = errors.New("stages: too many checks on one connection")
-	ErrSpoofed       = errors.New("stages: host name does not resolve to the peer address")
-	ErrUnmatched     = errors.New("stages: no secret this client may use decrypts its packet")
+	errStale         = errors.New("stages: stale packet")
+	errTooManyChecks = errors.New("stages: too many checks on one connection")
+	errSpoofed       = errors.New("stages: host name does not resolve to the peer address")
+	errUnmatched     = errors.New("stages: no secret this client may use decrypts its packet")
 )
 
-// ValidateConfig are the validate stage's settings.
-type ValidateConfig struct {
+// validateConfig are the validate stage's settings.
+type validateConfig struct {
 	// Goroutines is how many validators share the connections; Depth
 	// bounds each one's queue.
 	Goroutines, Depth int
@@ -46,12 +46,12 @@ type ValidateConfig struct {
 	Debug bool
 }
 
-// StartValidate runs n validate goroutines, sharded by connection so that
+// startValidate runs n validate goroutines, sharded by connection so that
 // one client's results keep their order, and closes out when done.
-func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, cfg ValidateConfig, env Env) error {
+func startValidate(ctx context.Context, in <-chan packet, out chan<- sink.Item, cfg validateConfig, env Env) error {
 	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log, clients: env.Clients}
-	startSharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p Packet) uint64 { return p.Conn.ID },
-		func(ctx context.Context, _ int, in <-chan Packet) {
+	startSharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p packet) uint64 { return p.Conn.ID },
+		func(ctx context.Context, _ int, in <-chan packet) {
 			for p := range in {
 				if p.NG != nil {
 					if !v.ngResult(ctx, p, out) {
@@ -75,7 +75,7 @@ func StartValidate(ctx context.Context, in <-chan Packet, out chan<- sink.Item, 
 }
 
 type validator struct {
-	cfg     ValidateConfig
+	cfg     validateConfig
 	stats   *counters.Stats
 	log     *counters.RateLog
 	dns     dnsCache
@@ -85,7 +85,7 @@ type validator struct {
 // short counts the incomplete packet a connection ended with: the tail of a
 // connection already rejected is part of that rejection; otherwise it is a
 // check the client did not finish sending.
-func (v *validator) short(p Packet) {
+func (v *validator) short(p packet) {
 	c := p.Conn
 	if c.rejected.Load() {
 		v.stats.Dropped(counters.DropAfterReject).Add(1)
@@ -98,7 +98,7 @@ func (v *validator) short(p Packet) {
 
 // check turns a decrypted packet into a result, or drops it with a counted
 // and logged reason and has the connection closed, as stock closes it.
-func (v *validator) check(p Packet) (sink.Item, bool) {
+func (v *validator) check(p packet) (sink.Item, bool) {
 	c := p.Conn
 	if c.rejected.Load() {
 		v.stats.Dropped(counters.DropAfterReject).Add(1)
@@ -110,14 +110,14 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 		v.reject(c, reason, err)
 		return sink.Item{}, false
 	}
-	if c.checks == 1 && c.sec != nil {
-		if c.sec.matches != nil {
-			c.sec.matches.Add(1)
+	if c.validate.checks == 1 && c.decrypt.sec != nil {
+		if c.decrypt.sec.matches != nil {
+			c.decrypt.sec.matches.Add(1)
 		}
-		v.clients.Seen(c.Peer.Addr().Unmap(), c.sec.Name, c.sec.method)
+		v.clients.Seen(c.Peer.Addr().Unmap(), c.decrypt.sec.Name, c.decrypt.sec.method)
 	}
 	r := codec.Decode(p.Data)
-	if k := c.sec; k != nil && k.Rights != nil && !v.authorized(k.Rights, r) {
+	if k := c.decrypt.sec; k != nil && k.Rights != nil && !v.authorized(k.Rights, r) {
 		// Refused like a spoofed host: the check, not the connection.
 		v.stats.Dropped(counters.DropUnauthorized).Add(1)
 		k.refused.Add(1)
@@ -129,7 +129,7 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 	if v.cfg.StrictSpoofing && !v.hostMatchesPeer(r.Host, c) {
 		// Stock drops the check but keeps the connection.
 		v.stats.Dropped(counters.DropSpoofed).Add(1)
-		v.log.Warningf(c.Peer.Addr().String(), "dropped check from %s: %v: %q", c.Peer, ErrSpoofed, r.Host)
+		v.log.Warningf(c.Peer.Addr().String(), "dropped check from %s: %v: %q", c.Peer, errSpoofed, r.Host)
 		return sink.Item{}, false
 	}
 	v.stats.Validated.Add(1)
@@ -148,12 +148,12 @@ func (v *validator) check(p Packet) (sink.Item, bool) {
 // strict_mode_spoofing. The client hears of the outcome through Ack only
 // once the result is on the emit stage's queue. It returns false when the
 // pipeline is torn down.
-func (v *validator) ngResult(ctx context.Context, p Packet, out chan<- sink.Item) bool {
+func (v *validator) ngResult(ctx context.Context, p packet, out chan<- sink.Item) bool {
 	r, c := p.NG, p.Conn
 	if v.cfg.StrictSpoofing && !v.hostMatchesPeer(r.Result.Host, c) {
 		v.stats.Dropped(counters.DropSpoofed).Add(1)
-		v.log.Warningf(c.Peer.Addr().String(), "dropped check from nsca-ng client %s: %v: %q", c.Peer, ErrSpoofed, r.Result.Host)
-		r.Ack(ErrSpoofed)
+		v.log.Warningf(c.Peer.Addr().String(), "dropped check from nsca-ng client %s: %v: %q", c.Peer, errSpoofed, r.Result.Host)
+		r.Ack(errSpoofed)
 		return true
 	}
 	v.stats.Validated.Add(1)
@@ -162,7 +162,7 @@ func (v *validator) ngResult(ctx context.Context, p Packet, out chan<- sink.Item
 	}
 	if !send(ctx, out, sink.Item{Result: r.Result, Time: r.Time}) {
 		v.stats.Dropped(counters.DropShutdown).Add(1)
-		r.Ack(ErrNGShutdown)
+		r.Ack(errNGShutdown)
 		return false
 	}
 	r.Ack(nil)
@@ -170,30 +170,30 @@ func (v *validator) ngResult(ctx context.Context, p Packet, out chan<- sink.Item
 }
 
 // verify returns the drop reason and error for a packet that must not pass.
-func (v *validator) verify(p Packet, now time.Time) (string, error) {
+func (v *validator) verify(p packet, now time.Time) (string, error) {
 	c := p.Conn
 	if err := codec.Check(p.Data); err != nil {
-		if c.cipherErr != nil {
-			err = fmt.Errorf("%w (decryption failed: %v)", err, c.cipherErr)
+		if c.decrypt.cipherErr != nil {
+			err = fmt.Errorf("%w (decryption failed: %v)", err, c.decrypt.cipherErr)
 		}
 		if errors.Is(err, codec.ErrCRC) {
 			return counters.DropBadCRC, err
 		}
 		return counters.DropBadVersion, err
 	}
-	if c.unmatched {
-		return counters.DropBadCRC, ErrUnmatched
+	if c.decrypt.unmatched {
+		return counters.DropBadCRC, errUnmatched
 	}
 	if v.cfg.MaxPacketAge > 0 {
 		ts := int64(codec.TimestampOf(p.Data))
 		age := now.Unix() - ts
 		if age > int64(v.cfg.MaxPacketAge/time.Second) || -age > int64(v.cfg.MaxPacketAge/time.Second) {
-			return counters.DropStale, fmt.Errorf("%w: timestamp %d is %d s from now (max_packet_age=%v, connection began at %d)", ErrStale, ts, age, v.cfg.MaxPacketAge, c.InitTime)
+			return counters.DropStale, fmt.Errorf("%w: timestamp %d is %d s from now (max_packet_age=%v, connection began at %d)", errStale, ts, age, v.cfg.MaxPacketAge, c.InitTime)
 		}
 	}
-	c.checks++
-	if v.cfg.MaxChecks > 0 && c.checks > v.cfg.MaxChecks {
-		return counters.DropTooManyChecks, fmt.Errorf("%w: max_checks_per_connection=%d", ErrTooManyChecks, v.cfg.MaxChecks)
+	c.validate.checks++
+	if v.cfg.MaxChecks > 0 && c.validate.checks > v.cfg.MaxChecks {
+		return counters.DropTooManyChecks, fmt.Errorf("%w: max_checks_per_connection=%d", errTooManyChecks, v.cfg.MaxChecks)
 	}
 	return "", nil
 }
@@ -208,11 +208,11 @@ var rejectSummary = map[string]string{
 	counters.DropTooManyChecks: "sent more than max_checks_per_connection checks",
 }
 
-func (v *validator) reject(c *Conn, reason string, err error) {
+func (v *validator) reject(c *clientConn, reason string, err error) {
 	v.stats.Dropped(reason).Add(1)
 	c.rejected.Store(true)
 	v.clients.Failed(c.Peer.Addr().Unmap(), err.Error())
-	v.log.Eventf(rejectSummary[reason], c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.checks+1, err)
+	v.log.Eventf(rejectSummary[reason], c.Peer.Addr().String(), "closing connection from %s: dropped packet %d: %v", c.Peer, c.validate.checks+1, err)
 	c.requestClose()
 }
 
@@ -220,7 +220,7 @@ func (v *validator) reject(c *Conn, reason string, err error) {
 // address the connection comes from. Answers are cached for a minute: a
 // client sends many checks under one name, and a lookup per check would
 // make the resolver the daemon's bottleneck.
-func (v *validator) hostMatchesPeer(host string, c *Conn) bool {
+func (v *validator) hostMatchesPeer(host string, c *clientConn) bool {
 	addrs := v.dns.lookup(host)
 	peer := c.Peer.Addr().Unmap()
 	for _, a := range addrs {

@@ -289,3 +289,14 @@ func machineCPU() (busy, softirq time.Duration) {
 	tick := func(n uint64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
 	return tick(total - idle), tick(v[7])
 }
+
+// loadAvg returns the 1-minute load average, 0 if unknown.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscan(string(b), &l)
+	return l
+}

@@ -20,7 +20,7 @@ func reportMain(args []string) int {
 	fs := flag.NewFlagSet("nsca-bench report", flag.ContinueOnError)
 	results := fs.String("results", "", "JSON lines written by nsca-bench --json")
 	floorFile := fs.String("floor", "", "output of go test -bench BenchmarkDecryptFrom ./cgo/mcrypt")
-	issue := fs.Int("issue", 0, "24: print issue 24's side by side (bench-engines.sh side) instead")
+	engines := fs.Bool("engines", false, "print the side by side of the decryption engines (bench-engines.sh side) instead")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -36,8 +36,8 @@ func reportMain(args []string) int {
 			return 1
 		}
 	}
-	if *issue == 24 {
-		printIssue24(os.Stdout, rs, floor)
+	if *engines {
+		printEngineSide(os.Stdout, rs, floor)
 		return 0
 	}
 	printReport(os.Stdout, rs, floor)
@@ -165,8 +165,30 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.3gx", a/b)
 }
 
+// printReport prints bench.sh's tables: every workload and daemon, every
+// run, the libmcrypt floor, the targets of nsca_fast against stock and the
+// side by side of the daemons.
 func printReport(w io.Writer, all []*Result, floor map[string]float64) {
 	rs, runs := bestRuns(all)
+	printResults(w, rs)
+	fmt.Fprintln(w)
+	printDetails(w, all, runs)
+	if len(floor) > 0 {
+		fmt.Fprintln(w)
+		printFloor(w, rs, floor)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "== Targets of issue 5 (nsca_fast with nsca_workers=0)")
+	for _, t := range evaluateAgainstStock(rs, floor) {
+		fmt.Fprintln(w, t)
+	}
+	fmt.Fprintln(w)
+	printDaemonSide(w, rs, floor)
+}
+
+// printResults prints the table of the best runs, a line per workload and
+// daemon in order of appearance, and nsca_fast's ratios to each stock mode.
+func printResults(w io.Writer, rs []*Result) {
 	var order []string
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -181,41 +203,53 @@ func printReport(w io.Writer, all []*Result, floor map[string]float64) {
 	fmt.Fprintln(w, "   Of repeated runs, the one with the least server CPU per check is shown (all runs: Details).")
 	fmt.Fprintln(w, "   busy/other: cores of the machine busy during the run / of those, neither the daemon nor nsca-bench")
 	fmt.Fprintln(w, "   (softirq, and whatever else ran on the machine).")
-	const row = "%-47s %-16s %10s %10s %9s %9s %8s %15s %10s\n"
-	fmt.Fprintf(w, row, "workload", "daemon", "checks/s", "CPU µs/chk", "p50 ms", "p99 ms", "RSS MB", "delivered/sent", "busy/other")
+	fmt.Fprintf(w, resultRow, "workload", "daemon", "checks/s", "CPU µs/chk", "p50 ms", "p99 ms", "RSS MB", "delivered/sent", "busy/other")
 	fmt.Fprintln(w, strings.Repeat("-", 143))
 	for _, wl := range order {
-		var fast *Result
-		var stocks []*Result
-		first := true
-		for _, r := range rs {
-			if r.Workload != wl {
-				continue
-			}
-			label := ""
-			if first {
-				label = wl
-				first = false
-			}
-			fmt.Fprintf(w, row, label, r.Daemon, fmt.Sprintf("%.1f", r.ChecksPerSec), fmt.Sprintf("%.2f", r.CPUUsPerCheck),
-				fmt.Sprintf("%.3f", r.LatencyP50Ms), fmt.Sprintf("%.3f", r.LatencyP99Ms), fmt.Sprintf("%.1f", mb(r.RSSPeakKB)),
-				fmt.Sprintf("%d/%d", r.Delivered, r.Sent), fmt.Sprintf("%.2f/%.2f", r.MachineBusyCores, r.OtherCores))
-			if isStock(r) {
-				stocks = append(stocks, r)
-			} else if r.Daemon == "nsca_fast" {
-				fast = r
-			}
+		printWorkload(w, rs, wl)
+	}
+}
+
+const resultRow = "%-47s %-16s %10s %10s %9s %9s %8s %15s %10s\n"
+
+// printWorkload prints the runs of workload wl, the workload named on the
+// first, then nsca_fast's ratio to each stock mode.
+func printWorkload(w io.Writer, rs []*Result, wl string) {
+	var fast *Result
+	var stocks []*Result
+	first := true
+	for _, r := range rs {
+		if r.Workload != wl {
+			continue
 		}
-		if fast != nil {
-			for _, s := range stocks {
-				fmt.Fprintf(w, row, "", "ratio vs "+strings.TrimPrefix(s.Daemon, "stock "),
-					ratio(fast.ChecksPerSec, s.ChecksPerSec), ratio(fast.CPUUsPerCheck, s.CPUUsPerCheck),
-					ratio(fast.LatencyP50Ms, s.LatencyP50Ms), ratio(fast.LatencyP99Ms, s.LatencyP99Ms),
-					ratio(float64(fast.RSSPeakKB), float64(s.RSSPeakKB)), "", "")
-			}
+		label := ""
+		if first {
+			label = wl
+			first = false
+		}
+		fmt.Fprintf(w, resultRow, label, r.Daemon, fmt.Sprintf("%.1f", r.ChecksPerSec), fmt.Sprintf("%.2f", r.CPUUsPerCheck),
+			fmt.Sprintf("%.3f", r.LatencyP50Ms), fmt.Sprintf("%.3f", r.LatencyP99Ms), fmt.Sprintf("%.1f", mb(r.RSSPeakKB)),
+			fmt.Sprintf("%d/%d", r.Delivered, r.Sent), fmt.Sprintf("%.2f/%.2f", r.MachineBusyCores, r.OtherCores))
+		if isStock(r) {
+			stocks = append(stocks, r)
+		} else if r.Daemon == "nsca_fast" {
+			fast = r
 		}
 	}
-	fmt.Fprintln(w)
+	if fast == nil {
+		return
+	}
+	for _, s := range stocks {
+		fmt.Fprintf(w, resultRow, "", "ratio vs "+strings.TrimPrefix(s.Daemon, "stock "),
+			ratio(fast.ChecksPerSec, s.ChecksPerSec), ratio(fast.CPUUsPerCheck, s.CPUUsPerCheck),
+			ratio(fast.LatencyP50Ms, s.LatencyP50Ms), ratio(fast.LatencyP99Ms, s.LatencyP99Ms),
+			ratio(float64(fast.RSSPeakKB), float64(s.RSSPeakKB)), "", "")
+	}
+}
+
+// printDetails prints every run, marking those the tables show, with a
+// note for a run whose FIFO reader fell behind or that lost checks.
+func printDetails(w io.Writer, all []*Result, runs map[*Result]int) {
 	fmt.Fprintln(w, "== Details: every run; * marks the run shown in the table")
 	for _, r := range all {
 		mark := " "
@@ -241,40 +275,33 @@ func printReport(w io.Writer, all []*Result, floor map[string]float64) {
 				r.Sent, r.Delivered, r.DialErrors, r.Failed, r.Duplicates, r.Mismatched+r.Unknown, r.FirstBad)
 		}
 	}
+}
 
-	if len(floor) > 0 {
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "== libmcrypt floor: one 4304-byte packet through mcrypt DecryptFrom. \"go test\" is BenchmarkDecryptFrom's")
-		fmt.Fprintln(w, "   ns/op (wall time, inflated when other processes share the cores); \"CPU\" is the same call timed with")
-		fmt.Fprintln(w, "   getrusage(RUSAGE_THREAD) by `nsca-bench floor`, the unit of the server's CPU per check. Lowest of repeats.")
-		const frow = "%-10s %-14s %14s %12s %18s %14s %12s\n"
-		fmt.Fprintf(w, frow, "workload", "algorithm", "go test µs", "CPU µs", "nsca_fast µs/chk", "÷ go test", "÷ CPU")
-		for _, r := range rs {
-			if r.Daemon != "nsca_fast" || r.Algorithm == "" {
-				continue
-			}
-			f, c := floor[r.Algorithm], floor["cpu:"+r.Algorithm]
-			if f == 0 && c == 0 {
-				continue
-			}
-			div := func(x float64) string {
-				if x == 0 {
-					return "-"
-				}
-				return fmt.Sprintf("%.3f", r.CPUUsPerCheck/(x/1e3))
-			}
-			fmt.Fprintf(w, frow, workloadID(r), r.Algorithm, fmt.Sprintf("%.1f", f/1e3), fmt.Sprintf("%.1f", c/1e3),
-				fmt.Sprintf("%.1f", r.CPUUsPerCheck), div(f), div(c))
+// printFloor prints nsca_fast's CPU per check of each libmcrypt workload
+// against libmcrypt's own cost per packet.
+func printFloor(w io.Writer, rs []*Result, floor map[string]float64) {
+	fmt.Fprintln(w, "== libmcrypt floor: one 4304-byte packet through mcrypt DecryptFrom. \"go test\" is BenchmarkDecryptFrom's")
+	fmt.Fprintln(w, "   ns/op (wall time, inflated when other processes share the cores); \"CPU\" is the same call timed with")
+	fmt.Fprintln(w, "   getrusage(RUSAGE_THREAD) by `nsca-bench floor`, the unit of the server's CPU per check. Lowest of repeats.")
+	const frow = "%-10s %-14s %14s %12s %18s %14s %12s\n"
+	fmt.Fprintf(w, frow, "workload", "algorithm", "go test µs", "CPU µs", "nsca_fast µs/chk", "÷ go test", "÷ CPU")
+	for _, r := range rs {
+		if r.Daemon != "nsca_fast" || r.Algorithm == "" {
+			continue
 		}
+		f, c := floor[r.Algorithm], floor["cpu:"+r.Algorithm]
+		if f == 0 && c == 0 {
+			continue
+		}
+		div := func(x float64) string {
+			if x == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.3f", r.CPUUsPerCheck/(x/1e3))
+		}
+		fmt.Fprintf(w, frow, workloadID(r), r.Algorithm, fmt.Sprintf("%.1f", f/1e3), fmt.Sprintf("%.1f", c/1e3),
+			fmt.Sprintf("%.1f", r.CPUUsPerCheck), div(f), div(c))
 	}
-
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "== Targets of issue 5 (nsca_fast with nsca_workers=0)")
-	for _, t := range evaluate(rs, floor) {
-		fmt.Fprintln(w, t)
-	}
-	fmt.Fprintln(w)
-	printIssue13(w, rs, floor)
 }
 
 func verdict(ok bool) string {
@@ -284,8 +311,10 @@ func verdict(ok bool) string {
 	return "MISSED"
 }
 
-// evaluate checks the targets of issue 5 against the results.
-func evaluate(rs []*Result, floor map[string]float64) []string {
+// evaluateAgainstStock checks nsca_fast's own targets (issue 5's): CPU per
+// check and per connection, throughput against stock, libmcrypt methods
+// against libmcrypt alone, latency, idle connections and overload memory.
+func evaluateAgainstStock(rs []*Result, floor map[string]float64) []string {
 	var out []string
 	add := func(ok bool, format string, args ...any) {
 		out = append(out, verdict(ok)+" "+fmt.Sprintf(format, args...))

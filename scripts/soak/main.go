@@ -59,15 +59,56 @@ func freePort() int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// soak is one run: its settings, the daemon, the core's two readers and
+// the clients' counts.
+type soak struct {
+	bin                                   string
+	duration                              time.Duration
+	good, perConn, slow, garbage, workers int
+
+	env
+	cfgPath, logPath string
+	logFile          *os.File
+	daemon           *exec.Cmd
+	addr             string
+	fifoReader       *fifoCore
+	spoolReader      *spoolCore
+
+	sentIDs                                         sync.Map
+	nextID, sent, sendErrs, slowConns, garbageConns atomic.Int64
+}
+
 func run(bin string, duration time.Duration, good, perConn, slow, garbage, workers int) error {
 	dir, err := os.MkdirTemp("", "nsca-soak-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	e := env{dir: dir, fifo: filepath.Join(dir, "nsca.cmd"), spool: filepath.Join(dir, "spool"), dump: filepath.Join(dir, "dump"), port: freePort()}
-	os.Mkdir(e.spool, 0o700)
-	if err := syscall.Mkfifo(e.fifo, 0o600); err != nil {
+	s := &soak{bin: bin, duration: duration, good: good, perConn: perConn, slow: slow, garbage: garbage, workers: workers}
+	if err := s.configure(dir); err != nil {
+		return err
+	}
+	if s.fifoReader, err = startFIFOCore(s.fifo); err != nil {
+		return err
+	}
+	s.spoolReader = &spoolCore{dir: s.spool}
+	if err := s.startDaemon(); err != nil {
+		return err
+	}
+	defer s.daemon.Process.Kill()
+	s.load()
+	if err := s.stop(); err != nil {
+		return err
+	}
+	return s.check()
+}
+
+// configure makes the FIFO, the spool directory and the daemon's config
+// in dir.
+func (s *soak) configure(dir string) error {
+	s.env = env{dir: dir, fifo: filepath.Join(dir, "nsca.cmd"), spool: filepath.Join(dir, "spool"), dump: filepath.Join(dir, "dump"), port: freePort()}
+	os.Mkdir(s.spool, 0o700)
+	if err := syscall.Mkfifo(s.fifo, 0o600); err != nil {
 		return err
 	}
 	cfg := fmt.Sprintf(`server_address=127.0.0.1
@@ -81,197 +122,175 @@ password=%s
 connection_timeout=3
 nsca_workers=%d
 queue_size=256
-`, e.port, e.fifo, e.spool, e.dump, password, workers)
-	cfgPath := filepath.Join(dir, "nsca.cfg")
-	os.WriteFile(cfgPath, []byte(cfg), 0o600)
+`, s.port, s.fifo, s.spool, s.dump, password, s.workers)
+	s.cfgPath = filepath.Join(dir, "nsca.cfg")
+	os.WriteFile(s.cfgPath, []byte(cfg), 0o600)
+	return nil
+}
 
-	// The "core": reads the FIFO but stalls for 2 s out of every 5.
-	var fifoLines []string
-	var fifoMu sync.Mutex
-	rfd, err := syscall.Open(e.fifo, syscall.O_RDWR, 0) // O_RDWR: never blocks, never sees EOF
-	if err != nil {
+// startDaemon starts nsca_fast in the foreground and waits until it
+// accepts connections.
+func (s *soak) startDaemon() error {
+	s.logPath = filepath.Join(s.dir, "nsca.log")
+	s.logFile, _ = os.Create(s.logPath)
+	s.daemon = exec.Command(s.bin, "-c", s.cfgPath, "-f")
+	s.daemon.Stderr = s.logFile
+	s.daemon.Stdout = s.logFile
+	if err := s.daemon.Start(); err != nil {
 		return err
 	}
-	stopCore := make(chan struct{})
-	coreDone := make(chan struct{})
-	go func() {
-		defer close(coreDone)
-		f := os.NewFile(uintptr(rfd), "fifo")
-		r := bufio.NewReaderSize(f, 1<<16)
-		lines := make(chan string, 1024)
-		go func() {
-			for {
-				l, err := r.ReadString('\n')
-				if err != nil {
-					close(lines)
-					return
-				}
-				lines <- l
-			}
-		}()
-		start := time.Now()
-		for {
-			if time.Since(start)%(5*time.Second) < 2*time.Second {
-				select {
-				case <-stopCore:
-					goto drain
-				case <-time.After(50 * time.Millisecond):
-					continue
-				}
-			}
-			select {
-			case l := <-lines:
-				fifoMu.Lock()
-				fifoLines = append(fifoLines, l)
-				fifoMu.Unlock()
-			case <-stopCore:
-				goto drain
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	drain:
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					return
-				}
-				fifoMu.Lock()
-				fifoLines = append(fifoLines, l)
-				fifoMu.Unlock()
-			case <-time.After(500 * time.Millisecond):
-				return
-			}
-		}
-	}()
-	// The core's spool reader: takes finished files every second, but not
-	// during the first third of the run, so the spool fills to its cap.
-	var spoolBodies []string
-	collectSpool := func() {
-		entries, _ := os.ReadDir(e.spool)
-		for _, ent := range entries {
-			name := ent.Name()
-			if !strings.HasSuffix(name, ".ok") {
-				continue
-			}
-			base := filepath.Join(e.spool, strings.TrimSuffix(name, ".ok"))
-			b, err := os.ReadFile(base)
-			if err != nil {
-				continue
-			}
-			spoolBodies = append(spoolBodies, string(b))
-			os.Remove(base)
-			os.Remove(base + ".ok")
-		}
-	}
-
-	logPath := filepath.Join(dir, "nsca.log")
-	logFile, _ := os.Create(logPath)
-	daemon := exec.Command(bin, "-c", cfgPath, "-f")
-	daemon.Stderr = logFile
-	daemon.Stdout = logFile
-	if err := daemon.Start(); err != nil {
-		return err
-	}
-	defer daemon.Process.Kill()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(e.port))
+	s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 	for i := 0; ; i++ {
-		c, err := net.Dial("tcp", addr)
+		c, err := net.Dial("tcp", s.addr)
 		if err == nil {
 			c.Close()
-			break
+			return nil
 		}
 		if i > 100 {
-			return fmt.Errorf("daemon did not start listening: see %s", logPath)
+			s.daemon.Process.Kill()
+			return fmt.Errorf("daemon did not start listening: see %s", s.logPath)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
 
-	deadline := time.Now().Add(duration)
+// load runs the good, slowloris and garbage clients for the duration,
+// while the spool reader takes files every second after the first third.
+func (s *soak) load() {
+	deadline := time.Now().Add(s.duration)
 	var wg sync.WaitGroup
-	var sentIDs sync.Map
-	var nextID, sent, sendErrs, slowConns, garbageConns atomic.Int64
-	for range good {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				ids, err := goodClient(addr, perConn, &nextID)
-				if err != nil {
-					sendErrs.Add(1)
-					continue
-				}
-				for _, id := range ids {
-					sentIDs.Store(id, true)
-				}
-				sent.Add(int64(len(ids)))
-			}
-		}()
+	spawn := func(n int, client func(i int, deadline time.Time)) {
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				client(i, deadline)
+			}()
+		}
 	}
-	for range slow {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			slowConns.Add(1)
-			for time.Now().Before(deadline) {
-				if _, err := c.Write([]byte{0x42}); err != nil {
-					return // closed by the daemon's timeout, as intended
-				}
-				time.Sleep(time.Second)
-			}
-		}()
-	}
-	for i := range garbage {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				garbageClient(addr, i%2 == 0)
-				garbageConns.Add(1)
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-	}
+	spawn(s.good, s.goodClients)
+	spawn(s.slow, s.slowloris)
+	spawn(s.garbage, s.garbageClients)
 	spoolTick := time.NewTicker(time.Second)
 	for time.Now().Before(deadline) {
 		<-spoolTick.C
-		if time.Until(deadline) < duration*2/3 {
-			collectSpool()
+		if time.Until(deadline) < s.duration*2/3 {
+			s.spoolReader.collect()
 		}
 	}
 	spoolTick.Stop()
 	wg.Wait()
+}
 
-	// Stop the daemon: everything fully received must be written out.
-	daemon.Process.Signal(syscall.SIGTERM)
+// goodClients is one good client: a connection after another until the
+// deadline, noting the ids of every check a connection finished sending.
+func (s *soak) goodClients(_ int, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		ids, err := goodClient(s.addr, s.perConn, &s.nextID)
+		if err != nil {
+			s.sendErrs.Add(1)
+			continue
+		}
+		for _, id := range ids {
+			s.sentIDs.Store(id, true)
+		}
+		s.sent.Add(int64(len(ids)))
+	}
+}
+
+// slowloris holds one connection, writing a byte a second, until the
+// deadline or the daemon closes it.
+func (s *soak) slowloris(_ int, deadline time.Time) {
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	s.slowConns.Add(1)
+	for time.Now().Before(deadline) {
+		if _, err := c.Write([]byte{0x42}); err != nil {
+			return // closed by the daemon's timeout, as intended
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// garbageClients is client i: random bytes if i is odd, the wrong
+// password if even, every 20 ms until the deadline.
+func (s *soak) garbageClients(i int, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		garbageClient(s.addr, i%2 == 0)
+		s.garbageConns.Add(1)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM, collecting the spool meanwhile: everything fully
+// received must be written out. Then it stops the FIFO reader.
+func (s *soak) stop() error {
+	s.daemon.Process.Signal(syscall.SIGTERM)
 	exited := make(chan error, 1)
-	go func() { exited <- daemon.Wait() }()
+	go func() { exited <- s.daemon.Wait() }()
 	var waitErr error
+	// One deadline for the whole wait: a time.After inside the loop would
+	// start over at every 200 ms collection and never fire.
+	deadline := time.After(60 * time.Second)
 	for done := false; !done; {
 		select {
 		case waitErr = <-exited:
 			done = true
 		case <-time.After(200 * time.Millisecond):
-			collectSpool()
-		case <-time.After(60 * time.Second):
-			daemon.Process.Kill()
+			s.spoolReader.collect()
+		case <-deadline:
+			s.daemon.Process.Kill()
 			return fmt.Errorf("daemon did not stop within 60 s of SIGTERM")
 		}
 	}
-	collectSpool()
-	close(stopCore)
-	<-coreDone
-	logFile.Close()
+	s.spoolReader.collect()
+	s.fifoReader.close()
+	s.logFile.Close()
 	if waitErr != nil {
-		return fmt.Errorf("daemon exit: %v (log %s)", waitErr, logPath)
+		return fmt.Errorf("daemon exit: %v (log %s)", waitErr, s.logPath)
 	}
+	return nil
+}
 
-	// Every good check exactly once.
+// check prints what was sent and what arrived, and fails unless every good
+// check arrived exactly once and received == emitted + dropped.
+func (s *soak) check() error {
+	dumpBytes, _ := os.ReadFile(s.dump)
+	missing, dup := s.arrivals(string(dumpBytes))
+	logText, _ := os.ReadFile(s.logPath)
+	final := lastMatch(string(logText), `(?m)^.*(?:pipeline drained|stopped): (.*)$`)
+	received := counter(final, `received=(\d+)`)
+	emitted := counter(final, `report_success=(\d+)`)
+	dropped := counter(final, `report_failed=(\d+)`)
+	fmt.Printf("soak: %v, %d good clients x %d checks/conn, %d slowloris, %d garbage/wrong-password clients, nsca_workers=%d\n",
+		s.duration, s.good, s.perConn, s.slow, s.garbage, s.workers)
+	fmt.Printf("clients: checks sent=%d, failed connections=%d, slowloris connections=%d, garbage connections=%d\n",
+		s.sent.Load(), s.sendErrs.Load(), s.slowConns.Load(), s.garbageConns.Load())
+	fmt.Printf("arrived: fifo lines=%d, spool files=%d, dump lines=%d; good checks missing=%d duplicated=%d\n",
+		len(s.fifoReader.lines), len(s.spoolReader.bodies), strings.Count(string(dumpBytes), "\n"), missing, dup)
+	fmt.Printf("daemon: %s\n", final)
+	fmt.Printf("accounting: received=%d emitted=%d dropped=%d: received %s emitted+dropped\n",
+		received, emitted, dropped, map[bool]string{true: "==", false: "!="}[received == emitted+dropped])
+	switch {
+	case final == "":
+		return fmt.Errorf("no final statistics line in %s", s.logPath)
+	case missing > 0 || dup > 0:
+		return fmt.Errorf("%d good checks missing, %d duplicated", missing, dup)
+	case received != emitted+dropped:
+		return fmt.Errorf("received %d != emitted %d + dropped %d", received, emitted, dropped)
+	case s.sent.Load() == 0:
+		return fmt.Errorf("no check was sent")
+	}
+	fmt.Println("soak: PASS")
+	return nil
+}
+
+// arrivals counts the good checks that arrived nowhere and those that
+// arrived more than once, over the FIFO, the spool and the dump file.
+func (s *soak) arrivals(dump string) (missing, dup int) {
 	seen := map[string]int{}
 	idRe := regexp.MustCompile(`soak-id-(\d+)`)
 	count := func(text string) {
@@ -279,18 +298,14 @@ queue_size=256
 			seen[m[1]]++
 		}
 	}
-	fifoMu.Lock()
-	for _, l := range fifoLines {
+	for _, l := range s.fifoReader.lines {
 		count(l)
 	}
-	fifoMu.Unlock()
-	for _, b := range spoolBodies {
+	for _, b := range s.spoolReader.bodies {
 		count(b)
 	}
-	dumpBytes, _ := os.ReadFile(e.dump)
-	count(string(dumpBytes))
-	var missing, dup int
-	sentIDs.Range(func(k, _ any) bool {
+	count(dump)
+	s.sentIDs.Range(func(k, _ any) bool {
 		switch seen[strconv.FormatInt(k.(int64), 10)] {
 		case 0:
 			missing++
@@ -300,33 +315,119 @@ queue_size=256
 		}
 		return true
 	})
+	return missing, dup
+}
 
-	logText, _ := os.ReadFile(logPath)
-	final := lastMatch(string(logText), `(?m)^.*(?:pipeline drained|stopped): (.*)$`)
-	received := counter(final, `received=(\d+)`)
-	emitted := counter(final, `report_success=(\d+)`)
-	dropped := counter(final, `report_failed=(\d+)`)
-	fmt.Printf("soak: %v, %d good clients x %d checks/conn, %d slowloris, %d garbage/wrong-password clients, nsca_workers=%d\n",
-		duration, good, perConn, slow, garbage, workers)
-	fmt.Printf("clients: checks sent=%d, failed connections=%d, slowloris connections=%d, garbage connections=%d\n",
-		sent.Load(), sendErrs.Load(), slowConns.Load(), garbageConns.Load())
-	fmt.Printf("arrived: fifo lines=%d, spool files=%d, dump lines=%d; good checks missing=%d duplicated=%d\n",
-		len(fifoLines), len(spoolBodies), strings.Count(string(dumpBytes), "\n"), missing, dup)
-	fmt.Printf("daemon: %s\n", final)
-	fmt.Printf("accounting: received=%d emitted=%d dropped=%d: received %s emitted+dropped\n",
-		received, emitted, dropped, map[bool]string{true: "==", false: "!="}[received == emitted+dropped])
-	switch {
-	case final == "":
-		return fmt.Errorf("no final statistics line in %s", logPath)
-	case missing > 0 || dup > 0:
-		return fmt.Errorf("%d good checks missing, %d duplicated", missing, dup)
-	case received != emitted+dropped:
-		return fmt.Errorf("received %d != emitted %d + dropped %d", received, emitted, dropped)
-	case sent.Load() == 0:
-		return fmt.Errorf("no check was sent")
+// fifoCore is the core's FIFO reader: it reads the lines but stalls for
+// 2 s out of every 5.
+type fifoCore struct {
+	mu    sync.Mutex
+	lines []string
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startFIFOCore(path string) (*fifoCore, error) {
+	rfd, err := syscall.Open(path, syscall.O_RDWR, 0) // O_RDWR: never blocks, never sees EOF
+	if err != nil {
+		return nil, err
 	}
-	fmt.Println("soak: PASS")
-	return nil
+	c := &fifoCore{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		lines := readLines(os.NewFile(uintptr(rfd), "fifo"))
+		c.follow(lines)
+		c.drain(lines)
+	}()
+	return c, nil
+}
+
+// readLines sends the lines of f on the channel it returns, closed when a
+// read fails.
+func readLines(f *os.File) <-chan string {
+	r := bufio.NewReaderSize(f, 1<<16)
+	lines := make(chan string, 1024)
+	go func() {
+		for {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				close(lines)
+				return
+			}
+			lines <- l
+		}
+	}()
+	return lines
+}
+
+// follow takes lines, except 2 s out of every 5, until stopped.
+func (c *fifoCore) follow(lines <-chan string) {
+	start := time.Now()
+	for {
+		var in <-chan string // nil while stalled: nothing is taken
+		if time.Since(start)%(5*time.Second) >= 2*time.Second {
+			in = lines
+		}
+		select {
+		case l := <-in:
+			c.add(l)
+		case <-c.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// drain takes what is left, until no line came for 500 ms.
+func (c *fifoCore) drain(lines <-chan string) {
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return
+			}
+			c.add(l)
+		case <-time.After(500 * time.Millisecond):
+			return
+		}
+	}
+}
+
+func (c *fifoCore) add(l string) {
+	c.mu.Lock()
+	c.lines = append(c.lines, l)
+	c.mu.Unlock()
+}
+
+// close stops the reader once it has drained the FIFO.
+func (c *fifoCore) close() {
+	close(c.stop)
+	<-c.done
+}
+
+// spoolCore is the core's spool reader: collect takes the finished files
+// (a body and its .ok marker) and removes them.
+type spoolCore struct {
+	dir    string
+	bodies []string
+}
+
+func (s *spoolCore) collect() {
+	entries, _ := os.ReadDir(s.dir)
+	for _, ent := range entries {
+		name := ent.Name()
+		if !strings.HasSuffix(name, ".ok") {
+			continue
+		}
+		base := filepath.Join(s.dir, strings.TrimSuffix(name, ".ok"))
+		b, err := os.ReadFile(base)
+		if err != nil {
+			continue
+		}
+		s.bodies = append(s.bodies, string(b))
+		os.Remove(base)
+		os.Remove(base + ".ok")
+	}
 }
 
 func lastMatch(text, expr string) string {

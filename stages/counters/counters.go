@@ -2,6 +2,7 @@ package counters
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -29,7 +30,10 @@ const (
 var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized}
 
 // Stats are the daemon's counters. They are updated with atomics from every
-// stage, so reading them never stops the pipeline.
+// stage, so reading them never stops the pipeline. Each field, and each
+// family by key (Emitted and the methods below it), is a row of the table
+// in table.go, which the snapshot, the metrics and the statistics line
+// follow.
 type Stats struct {
 	// Connections counts accepted connections; Open is how many are open now.
 	Connections atomic.Uint64
@@ -66,27 +70,25 @@ type Stats struct {
 	// destination being done with it.
 	Latency Latency
 
-	mu         sync.Mutex
-	emitted    map[string]*atomic.Uint64
-	dropped    map[string]*atomic.Uint64
-	sinkErrors map[string]*atomic.Uint64
-	fellBack   map[string]*atomic.Uint64
-	sinkDown   map[string]*atomic.Uint64
-	durable    map[string]func() DurableQueue // see RegisterDurable
-	secrets    map[string]*atomic.Uint64      // see SecretMatches
-	refused    map[string]*atomic.Uint64      // see IdentityRefused
+	mu      sync.Mutex
+	keyed   map[string]map[string]*atomic.Uint64 // by row field, then key
+	durable map[string]func() DurableQueue       // see RegisterDurable
 }
 
 // NewStats returns zeroed counters.
 func NewStats() *Stats {
-	return &Stats{emitted: map[string]*atomic.Uint64{}, dropped: map[string]*atomic.Uint64{},
-		sinkErrors: map[string]*atomic.Uint64{}, fellBack: map[string]*atomic.Uint64{}, sinkDown: map[string]*atomic.Uint64{},
-		secrets: map[string]*atomic.Uint64{}, refused: map[string]*atomic.Uint64{}}
+	s := &Stats{keyed: map[string]map[string]*atomic.Uint64{}}
+	for _, r := range statsKeyed {
+		s.keyed[r.field] = map[string]*atomic.Uint64{}
+	}
+	return s
 }
 
-func (s *Stats) counter(m map[string]*atomic.Uint64, key string) *atomic.Uint64 {
+// counter is key's counter in the family of the row with field.
+func (s *Stats) counter(field, key string) *atomic.Uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	m := s.keyed[field]
 	c, ok := m[key]
 	if !ok {
 		c = new(atomic.Uint64)
@@ -96,10 +98,10 @@ func (s *Stats) counter(m map[string]*atomic.Uint64, key string) *atomic.Uint64 
 }
 
 // Emitted returns the counter of results written to the named sink.
-func (s *Stats) Emitted(sink string) *atomic.Uint64 { return s.counter(s.emitted, sink) }
+func (s *Stats) Emitted(sink string) *atomic.Uint64 { return s.counter("Emitted", sink) }
 
 // Dropped returns the counter of checks lost for the named reason.
-func (s *Stats) Dropped(reason string) *atomic.Uint64 { return s.counter(s.dropped, reason) }
+func (s *Stats) Dropped(reason string) *atomic.Uint64 { return s.counter("Dropped", reason) }
 
 // DroppedInSink counts n results a destination could not deliver, for
 // reason: unlike drops before the emit stage, another destination may
@@ -110,27 +112,32 @@ func (s *Stats) DroppedInSink(reason string, n int) {
 }
 
 // SinkErrors returns the counter of failed writes to the named sink.
-func (s *Stats) SinkErrors(sink string) *atomic.Uint64 { return s.counter(s.sinkErrors, sink) }
+func (s *Stats) SinkErrors(sink string) *atomic.Uint64 { return s.counter("SinkErrors", sink) }
 
 // FellBack returns the counter of results the named sink passed to its
 // fallback: it failed to deliver them, or its queue was full.
-func (s *Stats) FellBack(sink string) *atomic.Uint64 { return s.counter(s.fellBack, sink) }
+func (s *Stats) FellBack(sink string) *atomic.Uint64 { return s.counter("FellBack", sink) }
 
 // SinkDown returns the named sink's state: 1 while its last write (or,
 // before any, its probe at start) failed, 0 once it takes results.
-func (s *Stats) SinkDown(sink string) *atomic.Uint64 { return s.counter(s.sinkDown, sink) }
+func (s *Stats) SinkDown(sink string) *atomic.Uint64 { return s.counter("SinkDown", sink) }
 
 // SecretMatches returns the counter of connections whose first packet the
 // named secret decrypted (a conf.Secret's name, never the password).
-func (s *Stats) SecretMatches(secret string) *atomic.Uint64 { return s.counter(s.secrets, secret) }
+func (s *Stats) SecretMatches(secret string) *atomic.Uint64 {
+	return s.counter("SecretMatches", secret)
+}
 
 // IdentityRefused returns the counter of results the named identity sent
 // and has no right to.
 func (s *Stats) IdentityRefused(identity string) *atomic.Uint64 {
-	return s.counter(s.refused, identity)
+	return s.counter("IdentityRefused", identity)
 }
 
-// Snapshot is a consistent-enough copy of the counters for logging and tests.
+// Snapshot is a consistent-enough copy of the counters for logging and tests,
+// and what a worker sends the supervisor as JSON. Each field but Latency
+// and Durable is a row of the table in table.go, under the name of its
+// field in Stats.
 type Snapshot struct {
 	Connections, Refused, Received uint64
 	HealthChecks, Incomplete       uint64
@@ -158,32 +165,18 @@ type Snapshot struct {
 
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() Snapshot {
-	snap := Snapshot{
-		Connections:  s.Connections.Load(),
-		Refused:      s.Refused.Load(),
-		HealthChecks: s.HealthChecks.Load(),
-		Incomplete:   s.Incomplete.Load(),
-		Received:     s.Received.Load(),
-		Open:         s.Open.Load(),
-		Held:         s.Held.Load(),
-		Chunks:       s.Chunks.Load(),
-		BytesRead:    s.BytesRead.Load(),
-		Validated:    s.Validated.Load(),
-		DecryptNanos: s.DecryptNanos.Load(),
-		Finished:     s.Finished.Load(),
-		SinkDropped:  s.SinkDropped.Load(),
-		DialectLossy: s.DialectLossy.Load(),
-		Latency:      s.Latency.snapshot(),
+	snap := Snapshot{Latency: s.Latency.snapshot()}
+	live, to := reflect.ValueOf(s).Elem(), reflect.ValueOf(&snap).Elem()
+	for _, r := range rows {
+		if r.shape == scalar {
+			r.load(live, to)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap.Emitted = load(s.emitted)
-	snap.Dropped = load(s.dropped)
-	snap.SinkErrors = load(s.sinkErrors)
-	snap.FellBack = load(s.fellBack)
-	snap.SinkDown = load(s.sinkDown)
-	snap.SecretMatches = load(s.secrets)
-	snap.IdentityRefused = load(s.refused)
+	for _, r := range statsKeyed {
+		to.Field(r.snap).Set(reflect.ValueOf(load(s.keyed[r.field])))
+	}
 	snap.Durable = s.readDurable()
 	return snap
 }
@@ -244,12 +237,28 @@ func (s Snapshot) Line(prev Snapshot, seconds float64) string {
 	line := fmt.Sprintf("%.0f conn/s, connections=%d, open=%d, refused=%d, incomplete=%d, health_checks=%d, received=%d, report_success=%d, report_failed=%d, queued=%d (held by sinks %d), emitted{%s}, dropped{%s}, fell_back{%s}",
 		rate, s.Connections, s.Open, s.Refused, s.Incomplete, s.HealthChecks, s.Received, s.TotalEmitted(), s.TotalDropped(), s.Queued(), s.Held,
 		formatCounts(s.Emitted), formatCounts(s.Dropped), formatCounts(s.FellBack))
-	if s.DialectLossy > 0 {
-		// Only when it happened: with the nagios dialect it practically
-		// never does, and the line stays what parsers of it know.
-		line += fmt.Sprintf(", dialect_lossy=%d", s.DialectLossy)
+	return line + s.lineExtras() + s.queueDamage()
+}
+
+// lineExtras renders the rows with a line key that are nonzero, in the
+// table's order: only what happened (dialect_lossy practically never
+// does with the nagios dialect), so the line stays what its parsers know.
+func (s Snapshot) lineExtras() string {
+	var out string
+	for _, r := range rows {
+		if r.line == "" {
+			continue
+		}
+		switch v := r.in(&s); {
+		case r.shape == keyed:
+			if counts := formatCounts(v.Interface().(map[string]uint64)); counts != "" {
+				out += fmt.Sprintf(", %s{%s}", r.line, counts)
+			}
+		case !v.IsZero():
+			out += fmt.Sprintf(", %s=%v", r.line, v)
+		}
 	}
-	return line + s.queueDamage()
+	return out
 }
 
 // queueDamage renders the damage found in the durable queues, only once
@@ -277,37 +286,11 @@ func (s Snapshot) queueDamage() string {
 
 // Add sums o into s, for the statistics of several worker processes.
 func (s *Snapshot) Add(o Snapshot) {
-	s.Connections += o.Connections
-	s.Refused += o.Refused
-	s.HealthChecks += o.HealthChecks
-	s.Incomplete += o.Incomplete
-	s.Received += o.Received
-	s.Open += o.Open
-	s.Held += o.Held
-	s.Chunks += o.Chunks
-	s.BytesRead += o.BytesRead
-	s.Validated += o.Validated
-	s.DecryptNanos += o.DecryptNanos
-	s.Finished += o.Finished
-	s.SinkDropped += o.SinkDropped
-	s.DialectLossy += o.DialectLossy
-	addInto(&s.Emitted, o.Emitted)
-	addInto(&s.Dropped, o.Dropped)
-	addInto(&s.SinkErrors, o.SinkErrors)
-	addInto(&s.FellBack, o.FellBack)
-	addInto(&s.SinkDown, o.SinkDown)
+	for _, r := range rows {
+		if r.shape != derived {
+			r.add(s, &o)
+		}
+	}
 	s.Latency.add(o.Latency)
-	addInto(&s.SecretMatches, o.SecretMatches)
-	addInto(&s.IdentityRefused, o.IdentityRefused)
-	addInto(&s.Queues, o.Queues)
 	addDurable(&s.Durable, o.Durable)
-}
-
-func addInto[V uint64 | int64](dst *map[string]V, src map[string]V) {
-	if *dst == nil {
-		*dst = map[string]V{}
-	}
-	for k, v := range src {
-		(*dst)[k] += v
-	}
 }

@@ -3,8 +3,8 @@ package counters
 import (
 	"bytes"
 	"cmp"
-	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,15 +64,6 @@ type collector struct {
 type metricDesc struct {
 	name, help string
 	labels     []string
-}
-
-func desc(name, help string, labels ...string) *metricDesc {
-	return &metricDesc{name: "nsca_" + name, help: help, labels: labels}
-}
-
-// processDesc is a metric under Prometheus's process_ prefix.
-func processDesc(name, help string) *metricDesc {
-	return &metricDesc{name: "process_" + name, help: help}
 }
 
 // exposition accumulates samples in the text format. The samples of one
@@ -158,121 +149,118 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-var (
-	descConnections = desc("connections_total", "Connections accepted and sent an init packet.")
-	descOpen        = desc("connections_open", "Connections open now.")
-	descRefused     = desc("connections_refused_total", "Connections closed before the init packet (allowed_hosts, max_connections, proxy_protocol_trusted, a bad PROXY header).")
-	descIncomplete  = desc("connections_incomplete_total", "Connections that ended before sending one whole packet (slowloris, scanners, garbage): no check was lost.")
-	descHealth      = desc("health_checks_total", "A load balancer's health checks: PROXY LOCAL headers, or connections closed before any header.")
-	descFellBack    = desc("sink_fallbacks_total", "Results a sink passed to its fallback, by sink (a destination's name when its queue was full).", "sink")
-	descStage       = desc("stage_items_total", "Items each pipeline stage passed on: accept connections, read chunks, decrypt packets, validate results, emit results.", "stage")
-	descBytes       = desc("read_bytes_total", "Bytes read from clients.")
-	descQueued      = desc("results_queued", "Packets received and neither emitted nor dropped yet.")
-	descEmitted     = desc("results_emitted_total", "Results written, by sink.", "sink")
-	descDropped     = desc("results_dropped_total", "Checks lost, by reason.", "reason")
-	descSinkErrors  = desc("sink_errors_total", "Failed writes, by sink.", "sink")
-	descQueue       = desc("queue_depth", "Items waiting in each queue between stages.", "queue")
-	descHeld        = desc("results_held", "Results a sink holds back (the spool at check_result_path_max_files).")
-	descLossy       = desc("dialect_lossy_total", "Results the command file, spool or dump file wrote in a lossy form of command_file_dialect (output the core cannot store exactly).")
-	descDiskResults = desc("queue_disk_results", "Results waiting in a destination's durable queue on disk (queue_directory).", "sink")
-	descDiskBytes   = desc("queue_disk_bytes", "Bytes waiting in a destination's durable queue on disk.", "sink")
-	descDiskOldest  = desc("queue_disk_oldest_seconds", "Age of the oldest result in a destination's durable queue; 0 when empty.", "sink")
-	descReplayed    = desc("queue_replayed_total", "Results delivered out of a destination's durable queue.", "sink")
-	descCorrupt     = desc("queue_corrupt_total", "Damaged regions of a durable queue skipped (torn tail, bad checksum, undecodable record, segment file removed or cut short).", "sink")
-	descLost        = desc("queue_lost_results_total", "Results lost to damage of a durable queue, where known.", "sink")
-	descLostUnknown = desc("queue_lost_unknown_total", "Damaged regions of a durable queue whose number of lost results is unknown (found at start in files no process had read).", "sink")
-	descDecrypt     = desc("decrypt_seconds_total", "Time spent decrypting, by method.", "method")
-	descSinkDown    = desc("sink_down", "Sinks whose last write failed (or, before any, that could not be used at start): 1 per pipeline that finds it failing, 0 when it takes results.", "sink")
-	descLatency     = desc("result_latency_seconds", "Time from a result's last byte read off its socket to every destination being done with it (written, held back or dropped).")
-	descBuild       = desc("build_info", "The binary's version, Go version and source revision; always 1.", "version", "goversion", "revision")
-	descReloads     = desc("reloads_total", "Reloads (SIGHUP) attempted, failed ones included.")
-	descReloadFails = desc("reload_failures_total", "Reloads that failed: the running configuration was kept.")
-	descLastReload  = desc("last_reload_timestamp_seconds", "Unix time of the last reload attempt, or of the start before any.")
-	descLastOK      = desc("last_reload_success", "1 if the last reload (or the start, before any) succeeded, else 0.")
-	descCPU         = processDesc("cpu_seconds_total", "User and system CPU time spent, by the supervisor and its workers (exited ones included).")
-	descRSS         = processDesc("resident_memory_bytes", "Resident memory, summed over the supervisor and its workers.")
-	descVSZ         = processDesc("virtual_memory_bytes", "Virtual memory, summed over the supervisor and its workers.")
-	descFDs         = processDesc("open_fds", "Open file descriptors, summed over the supervisor and its workers.")
-	descStart       = processDesc("start_time_seconds", "Unix time the daemon's main process started.")
-	descProcs       = desc("processes", "Processes of the daemon running: the supervisor and its workers, or 1.")
-	descSecrets     = desc("secret_matches_total", "Connections whose first packet a secret decrypted, by secret: password/METHOD, password_file:LINE/METHOD or an identity's name (never the password).", "secret")
-	descIdentity    = desc("identity_refused_total", "Results refused because the identity that sent them has no right to them (identities_file), by identity.", "identity")
-)
+// scrape is what one scrape renders: the snapshot, read once, and the
+// process metrics, read once when a row first needs them.
+type scrape struct {
+	e    *exposition
+	s    Snapshot
+	src  Source
+	proc *ProcessStats
+}
 
-// collect writes the current values.
+// collect writes the current values, row by row of the table.
 func (c *collector) collect(e *exposition) {
-	s := c.src.Snapshot()
-	counter := func(d *metricDesc, v uint64, labels ...string) { e.sample(d, "counter", float64(v), labels) }
-	gauge := func(d *metricDesc, v int64, labels ...string) { e.sample(d, "gauge", float64(v), labels) }
-	counter(descConnections, s.Connections)
-	gauge(descOpen, s.Open)
-	counter(descRefused, s.Refused)
-	counter(descHealth, s.HealthChecks)
-	counter(descIncomplete, s.Incomplete)
-	counter(descBytes, s.BytesRead)
-	counter(descStage, s.Connections, "accept")
-	counter(descStage, s.Chunks, "read")
-	counter(descStage, s.Received, "decrypt")
-	counter(descStage, s.Validated, "validate")
-	counter(descStage, s.TotalEmitted(), "emit")
-	gauge(descQueued, max(s.Queued(), 0))
-	counterFamily := func(d *metricDesc, m map[string]uint64) {
-		for _, k := range sortedKeys(m) {
-			counter(d, m[k], k)
+	sc := &scrape{e: e, s: c.src.Snapshot(), src: c.src}
+	for _, r := range rows {
+		switch {
+		case r.desc == nil:
+		case r.samples != nil:
+			r.samples(sc, r)
+		case r.shape == keyed:
+			sc.family(r)
+		default:
+			sc.put(r, float(r.in(&sc.s)))
 		}
 	}
-	counterFamily(descEmitted, s.Emitted)
-	dropped := maps.Clone(s.Dropped)
-	if dropped == nil {
-		dropped = map[string]uint64{}
+}
+
+// put writes one sample of r's family.
+func (sc *scrape) put(r *row, v float64, labelValues ...string) {
+	sc.e.sample(r.desc, r.kind, v, labelValues)
+}
+
+// family writes r's family by key, in the order of the keys, with its
+// zero keys present at zero from the start.
+func (sc *scrape) family(r *row) {
+	m := r.in(&sc.s)
+	keys := slices.Clone(r.zero)
+	for it := m.MapRange(); it.Next(); {
+		keys = append(keys, it.Key().String())
 	}
-	for _, r := range DropReasons {
-		dropped[r] += 0 // present at zero from the start
-	}
-	counterFamily(descDropped, dropped)
-	counterFamily(descSinkErrors, s.SinkErrors)
-	counterFamily(descFellBack, s.FellBack)
-	for _, k := range sortedKeys(s.Queues) {
-		gauge(descQueue, s.Queues[k], k)
-	}
-	gauge(descHeld, s.Held)
-	counter(descLossy, s.DialectLossy)
-	for _, k := range sortedKeys(s.Durable) {
-		q := s.Durable[k]
-		gauge(descDiskResults, q.Results, k)
-		gauge(descDiskBytes, q.Bytes, k)
-		e.sample(descDiskOldest, "gauge", q.OldestSeconds, []string{k})
-		counter(descReplayed, q.Replayed, k)
-		counter(descCorrupt, q.Corrupt, k)
-		counter(descLost, q.Lost, k)
-		counter(descLostUnknown, q.LostUnknown, k)
-	}
-	e.sample(descDecrypt, "counter", float64(s.DecryptNanos)/1e9, []string{c.src.Method})
-	for _, k := range sortedKeys(s.SinkDown) {
-		e.sample(descSinkDown, "gauge", float64(s.SinkDown[k]), []string{k})
-	}
-	e.histogram(descLatency, s.Latency)
-	b := c.src.Build
-	e.sample(descBuild, "gauge", 1, []string{b.Version, b.GoVersion, b.Revision})
-	if r := c.src.Reloads; r != nil {
-		counter(descReloads, r.total.Load())
-		counter(descReloadFails, r.failures.Load())
-		e.sample(descLastReload, "gauge", float64(r.last.Load())/1e9, nil)
-		ok := 0.0
-		if !r.lastFailed.Load() {
-			ok = 1
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		v := 0.0
+		if n := m.MapIndex(reflect.ValueOf(k)); n.IsValid() {
+			v = float(n)
 		}
-		e.sample(descLastOK, "gauge", ok, nil)
+		sc.put(r, v, k)
 	}
-	if c.src.Process != nil {
-		p := c.src.Process()
-		e.sample(descCPU, "counter", p.CPUSeconds, nil)
-		gauge(descRSS, p.ResidentBytes)
-		gauge(descVSZ, p.VirtualBytes)
-		gauge(descFDs, p.OpenFDs)
-		e.sample(descStart, "gauge", p.StartTimeUnix, nil)
-		gauge(descProcs, p.Processes)
+}
+
+// process reads the process metrics, nil when none are served.
+func (sc *scrape) process() *ProcessStats {
+	if sc.proc == nil && sc.src.Process != nil {
+		p := sc.src.Process()
+		sc.proc = &p
 	}
-	counterFamily(descSecrets, s.SecretMatches)
-	counterFamily(descIdentity, s.IdentityRefused)
+	return sc.proc
+}
+
+// The derived families of the table: from several fields, or from the
+// Source rather than the snapshot.
+
+func stageItems(sc *scrape, r *row) {
+	s := sc.s
+	sc.put(r, float64(s.Connections), "accept")
+	sc.put(r, float64(s.Chunks), "read")
+	sc.put(r, float64(s.Received), "decrypt")
+	sc.put(r, float64(s.Validated), "validate")
+	sc.put(r, float64(s.TotalEmitted()), "emit")
+}
+
+func queued(sc *scrape, r *row) { sc.put(r, float64(max(sc.s.Queued(), 0))) }
+
+func decryptSeconds(sc *scrape, r *row) {
+	sc.put(r, float64(sc.s.DecryptNanos)/1e9, sc.src.Method)
+}
+
+func latency(sc *scrape, r *row) { sc.e.histogram(r.desc, sc.s.Latency) }
+
+func buildInfo(sc *scrape, r *row) {
+	b := sc.src.Build
+	sc.put(r, 1, b.Version, b.GoVersion, b.Revision)
+}
+
+// durable renders one value of every destination's durable queue.
+func durable(value func(DurableQueue) float64) func(*scrape, *row) {
+	return func(sc *scrape, r *row) {
+		for _, k := range sortedKeys(sc.s.Durable) {
+			sc.put(r, value(sc.s.Durable[k]), k)
+		}
+	}
+}
+
+// reloads renders one value of the Source's Reloads, if it has one.
+func reloads(value func(*Reloads) float64) func(*scrape, *row) {
+	return func(sc *scrape, r *row) {
+		if sc.src.Reloads != nil {
+			sc.put(r, value(sc.src.Reloads))
+		}
+	}
+}
+
+func lastReloadSucceeded(r *Reloads) float64 {
+	if r.lastFailed.Load() {
+		return 0
+	}
+	return 1
+}
+
+// process renders one of the process metrics, if they are served.
+func process(value func(ProcessStats) float64) func(*scrape, *row) {
+	return func(sc *scrape, r *row) {
+		if p := sc.process(); p != nil {
+			sc.put(r, value(*p))
+		}
+	}
 }

@@ -1,9 +1,12 @@
 package counters
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +192,60 @@ func TestReadyz(t *testing.T) {
 	if c, _ := code(HealthHandler()); c != 200 {
 		t.Errorf("/healthz %d, want 200", c)
 	}
+}
+
+// Every bound belongs to its own bucket and a nanosecond above it to the
+// next; what exceeds the last bound, up to the largest duration, is in
+// +Inf; an empty batch adds nothing.
+func TestLatencyEveryBound(t *testing.T) {
+	for i, ns := range latencyBoundsNanos {
+		for _, tc := range []struct {
+			nanos  int64
+			bucket int
+		}{{ns, i}, {ns + 1, i + 1}, {ns - 1, i}} {
+			var b LatencyBatch
+			b.Observe(tc.nanos)
+			if b.buckets[tc.bucket] != 1 || b.n != 1 || b.sum != uint64(tc.nanos) {
+				t.Errorf("%d ns: buckets %v, want one in bucket %d", tc.nanos, b.buckets, tc.bucket)
+			}
+		}
+	}
+	var b LatencyBatch
+	b.Observe(math.MaxInt64)
+	if b.buckets[len(LatencyBounds)] != 1 {
+		t.Errorf("MaxInt64: buckets %v, want +Inf", b.buckets)
+	}
+	var l Latency
+	l.Add(&LatencyBatch{})
+	if s := l.snapshot(); s.Count() != 0 || s.SumNanos != 0 {
+		t.Errorf("empty batch: %+v", s)
+	}
+}
+
+// Snapshots sum bucket by bucket, whichever has more buckets (a worker of
+// a release with other bounds), and survive the JSON between processes.
+func TestLatencySnapshotAdd(t *testing.T) {
+	var sum LatencySnapshot
+	sum.add(LatencySnapshot{Buckets: []uint64{1, 2}, SumNanos: 10})
+	sum.add(LatencySnapshot{Buckets: []uint64{1, 0, 0, 4}, SumNanos: 5})
+	sum.add(LatencySnapshot{})
+	if want := []uint64{2, 2, 0, 4}; !slices.Equal(sum.Buckets, want) || sum.SumNanos != 15 || sum.Count() != 8 {
+		t.Errorf("sum %+v, want buckets %v, sum 15, count 8", sum, want)
+	}
+	var s Snapshot
+	b, _ := json.Marshal(Snapshot{Latency: sum})
+	if err := json.Unmarshal(b, &s); err != nil || !slices.Equal(s.Latency.Buckets, sum.Buckets) || s.Latency.SumNanos != 15 {
+		t.Errorf("through JSON: %+v (%v)", s.Latency, err)
+	}
+	// No observation: the exposition has every bucket at zero, not none.
+	var e exposition
+	e.histogram(desc("lat", "L."), LatencySnapshot{})
+	if n := strings.Count(string(e.bytes()), "nsca_lat_bucket{"); n != len(LatencyBounds)+1 {
+		t.Errorf("%d buckets of an empty histogram, want %d", n, len(LatencyBounds)+1)
+	}
+}
+
+// desc is a family under the nsca_ prefix, for tests of the exposition.
+func desc(name, help string, labels ...string) *metricDesc {
+	return &metricDesc{name: "nsca_" + name, help: help, labels: labels}
 }

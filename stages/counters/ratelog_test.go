@@ -3,6 +3,7 @@ package counters
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,5 +121,55 @@ func TestRateLogQuietPeriodForgotten(t *testing.T) {
 	lines := c.all()
 	if last := lines[len(lines)-1]; !strings.Contains(last, ": 30 connections from 30 clients failed decryption") {
 		t.Errorf("summary %q, want only the 30 events of its own period", last)
+	}
+}
+
+// Kinds of event are summarised apart, each with its own counts: a
+// client's failed decryptions do not swell a sink's warnings.
+func TestRateLogKindsApart(t *testing.T) {
+	l, c := testRateLog(time.Hour)
+	for range 8 {
+		l.Eventf("failed decryption", "10.0.0.1", "bad crc from %s", "10.0.0.1")
+	}
+	for range 7 {
+		l.Warningf("sink:fifo", "write to %s failed", "fifo")
+	}
+	before := len(c.all())
+	l.Flush()
+	lines := c.all()[before:]
+	want := []string{
+		`in the last 0s: 7 warnings "write to %s failed" from 1 sources; 2 of these lines were suppressed by the rate limit, the last: write to fifo failed`,
+		`in the last 0s: 8 connections from 1 clients failed decryption; most: 10.0.0.1 (8); 3 of these lines were suppressed by the rate limit, the last: bad crc from 10.0.0.1`,
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("summary lines\n%q\nwant\n%q", lines, want)
+	}
+}
+
+// What was logged in full needs no summary: a flush after a period
+// without suppression logs nothing.
+func TestRateLogFlushQuiet(t *testing.T) {
+	l, c := testRateLog(time.Hour)
+	for i := range 5 {
+		l.Eventf("failed decryption", fmt.Sprint(i), "x")
+	}
+	l.Flush()
+	if n := len(c.all()); n != 5 {
+		t.Errorf("%d lines, want the 5 events and no summary: %q", n, c.all())
+	}
+}
+
+// The per-key table stays bounded under a flood of distinct peers, and
+// the global budget holds for all of them together.
+func TestRateLogKeysBounded(t *testing.T) {
+	l, c := testRateLog(time.Hour)
+	for i := range 2*maxRateKeys + 5 {
+		l.Warningf(fmt.Sprint(i), "closing connection from %d", i)
+		if len(l.keys) > maxRateKeys {
+			t.Fatalf("%d keys after %d peers, want at most %d", len(l.keys), i+1, maxRateKeys)
+		}
+	}
+	if n := len(c.all()); n != globalBursts*5 {
+		t.Errorf("%d lines, want the global budget of %d", n, globalBursts*5)
 	}
 }

@@ -11,6 +11,11 @@ import (
 // last one logged, so an idle daemon does not fill syslog; the supervisor
 // uses it with the sum over its workers. An interval of 0 logs nothing.
 func ReportEvery(snapshot func() Snapshot, interval time.Duration, stop <-chan struct{}) {
+	reportEvery(snapshot, interval, stop, func(line string) { glog.Info(line) })
+}
+
+// reportEvery is ReportEvery writing its lines with logf.
+func reportEvery(snapshot func() Snapshot, interval time.Duration, stop <-chan struct{}, logf func(string)) {
 	if interval <= 0 {
 		return
 	}
@@ -26,7 +31,7 @@ func ReportEvery(snapshot func() Snapshot, interval time.Duration, stop <-chan s
 			if snap.Line(snap, 0) == prev.Line(prev, 0) {
 				continue
 			}
-			glog.Infof("statistics: %s", snap.Line(prev, now.Sub(last).Seconds()))
+			logf("statistics: " + snap.Line(prev, now.Sub(last).Seconds()))
 			prev, last = snap, now
 		}
 	}

@@ -31,7 +31,11 @@ func (t *Totals) Retire(key any, final Snapshot) bool {
 		return false
 	}
 	delete(t.live, key)
-	final.Open, final.Held, final.Queues, final.SinkDown = 0, 0, nil, nil
+	for _, r := range rows {
+		if r.shape != derived && r.kind == gauge {
+			r.in(&final).SetZero()
+		}
+	}
 	retireDurable(final.Durable)
 	t.retired.Add(final)
 	return true

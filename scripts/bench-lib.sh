@@ -1,0 +1,77 @@
+# Functions shared by scripts/bench.sh and scripts/bench-engines.sh, which
+# source this file once they have set WORK (a temporary directory), FIFO
+# (the command file nsca-bench reads), PASSWORD, STOCK (stock nsca's
+# binary) and BENCH (nsca-bench). The daemon running is DPID, listening on
+# DPORT; every process is stopped by its PID.
+
+# stop_daemon: ends DPID, and stock --daemon's per-connection children.
+stop_daemon() {
+  [ -n "$DPID" ] || return 0
+  local pid="$DPID" kids k
+  DPID=""
+  kids="$(pgrep -P "$pid" 2>/dev/null || true)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  for k in $kids; do kill -KILL "$k" 2>/dev/null || true; done
+}
+
+# wait_listen PORT PID [LOG]: waits until PORT has a listener; fails if PID
+# exits first (printing LOG when given) or after 5 s.
+wait_listen() {
+  for _ in $(seq 1 200); do
+    if ss -ltnH "sport = :$1" 2>/dev/null | grep -q .; then return 0; fi
+    kill -0 "$2" 2>/dev/null || { echo "daemon exited at start${3:+:}" >&2; [ -z "${3:-}" ] || cat "$3" >&2; return 1; }
+    sleep 0.025
+  done
+  echo "daemon did not listen on $1" >&2
+  return 1
+}
+
+# start_stock METHOD MODE MAX_PACKET_AGE [LOG]: stock nsca in the
+# foreground, --MODE (single or daemon), with the options it knows only;
+# its output goes to LOG (default $WORK/stock-PORT.log).
+start_stock() {
+  local method="$1" mode="$2" age="$3" cfg
+  DPORT="$("$BENCH" freeport)"
+  local log="${4:-$WORK/stock-$DPORT.log}"
+  cfg="$WORK/stock-$DPORT.cfg"
+  cat > "$cfg" <<CFG
+pid_file=$WORK/stock-$DPORT.pid
+server_port=$DPORT
+server_address=127.0.0.1
+debug=0
+command_file=$FIFO
+alternate_dump_file=$WORK/stock-dump
+aggregate_writes=0
+append_to_file=0
+max_packet_age=$age
+password=$PASSWORD
+decryption_method=$method
+CFG
+  chmod 600 "$cfg"
+  "$STOCK" -c "$cfg" -f "--$mode" > "$log" 2>&1 &
+  DPID=$!
+  wait_listen "$DPORT" "$DPID" ${4:+"$log"}
+}
+
+# raise_nofile: 10,000 idle connections need as many descriptors in the
+# daemon and in nsca-bench; the soft limit goes as far as the hard one.
+raise_nofile() {
+  ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+}
+
+# cpu_model: the first CPU's model name.
+cpu_model() {
+  grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'
+}
+
+# checkout_commit: HEAD's short hash, and whether the daemon's code has
+# uncommitted changes.
+checkout_commit() {
+  echo "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src stages cgo conf 2>/dev/null || echo ' + uncommitted changes')"
+}
