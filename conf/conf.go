@@ -23,6 +23,9 @@ import (
 
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/emit/dialect"
+	"nsca_fast/stages/emit/gearman"
+	"nsca_fast/stages/emit/icinga2"
+	"nsca_fast/stages/emit/sink"
 )
 
 // Sentinel errors, wrapped by every error this package returns, so that
@@ -110,29 +113,13 @@ type Config struct {
 
 	ProxyProtocol        bool   // proxy_protocol
 	ProxyProtocolTrusted string // proxy_protocol_trusted, see TrustedProxies
-	Icinga2URL           string // icinga2_api_url; "" = no Icinga 2 sink
-	Icinga2User          string // icinga2_api_user
-	Icinga2Password      string // icinga2_api_password
-	Icinga2ClientCert    string // icinga2_client_cert
-	Icinga2ClientKey     string // icinga2_client_key
-	Icinga2CAFile        string // icinga2_ca_file
-	Icinga2VerifyTLS     bool   // icinga2_verify_tls
-	Icinga2MaxInFlight   int    // icinga2_max_in_flight
-	Icinga2Timeout       int    // icinga2_timeout, seconds
-	Icinga2Retries       int    // icinga2_retries
-	Icinga2QueueSize     int    // icinga2_queue_size
-	Icinga2Fallback      string // icinga2_fallback, see Fallback
-	GearmanServers       string // gearman_server, see GearmanServerList
-	GearmanQueue         string // gearman_result_queue
-	GearmanEncryption    bool   // gearman_encryption
-	GearmanKey           string // gearman_key
-	GearmanKeyFile       string // gearman_keyfile
-	GearmanTimeout       int    // gearman_timeout, seconds
-	GearmanQueueSize     int    // gearman_queue_size
-	GearmanFallback      string // gearman_fallback, see Fallback
-	QueueDirectory       string // queue_directory; "" = memory queues only
-	QueueMaxBytes        int    // queue_max_bytes, per durable queue
-	QueueFsync           string // queue_fsync: never, batch or always
+	// Icinga2 and Gearman are the remote sinks' options (icinga2_*,
+	// gearman_*), declared and checked as a whole by their packages.
+	Icinga2        icinga2.Options
+	Gearman        gearman.Options
+	QueueDirectory string // queue_directory; "" = memory queues only
+	QueueMaxBytes  int    // queue_max_bytes, per durable queue
+	QueueFsync     string // queue_fsync: never, batch or always
 
 	// Several secrets and client identities.
 
@@ -437,7 +424,7 @@ func show(s string) string {
 // RemoteSinks says whether results also leave the machine: to Icinga 2's API
 // or to Gearman. check_result_path and alternate_dump_file then serve as
 // their fallbacks rather than as sinks of their own (see LocalSinks).
-func (c *Config) RemoteSinks() bool { return c.Icinga2URL != "" || c.GearmanServers != "" }
+func (c *Config) RemoteSinks() bool { return c.Icinga2.URL != "" || c.Gearman.Servers != "" }
 
 // LocalSinks says whether results are written to the local core's command
 // file or spool: always when no remote sink is set, otherwise only when
@@ -452,12 +439,6 @@ func (c *Config) TrustedProxies() ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("conf: %s: proxy_protocol_trusted %v: %w", c.where("proxy_protocol_trusted"), err, ErrBadValue)
 	}
 	return p, nil
-}
-
-// GearmanServerList returns gearman_server as host:port entries.
-func (c *Config) GearmanServerList() []string {
-	list, _ := splitServers(c.GearmanServers) // checked by Validate
-	return list
 }
 
 // Fallback resolves the *_fallback option value v: spool, dump or none,
@@ -485,19 +466,7 @@ func (c *Config) validateRemote() error {
 		return conflict("proxy_protocol", "proxy_protocol=1 needs proxy_protocol_trusted: the addresses of "+
 			"the load balancers allowed to send a PROXY header")
 	}
-	if c.Icinga2URL != "" {
-		if c.Icinga2User == "" && c.Icinga2ClientCert == "" {
-			return conflict("icinga2_api_url", "icinga2_api_url needs icinga2_api_user and icinga2_api_password, "+
-				"or icinga2_client_cert and icinga2_client_key")
-		}
-		if (c.Icinga2ClientCert == "") != (c.Icinga2ClientKey == "") {
-			return conflict("icinga2_client_cert", "icinga2_client_cert and icinga2_client_key go together")
-		}
-	}
-	if c.GearmanServers != "" && c.GearmanEncryption && c.GearmanKey == "" && c.GearmanKeyFile == "" {
-		return conflict("gearman_encryption", "gearman_encryption=1 needs gearman_key or gearman_keyfile")
-	}
-	for _, f := range []struct{ name, value string }{{"icinga2_fallback", c.Icinga2Fallback}, {"gearman_fallback", c.GearmanFallback}} {
+	for _, f := range []struct{ name, value string }{{"icinga2_fallback", c.Icinga2.Fallback}, {"gearman_fallback", c.Gearman.Fallback}} {
 		switch c.Fallback(f.value) {
 		case FallbackSpool:
 			if c.CheckResultPath == "" {
@@ -509,7 +478,31 @@ func (c *Config) validateRemote() error {
 			}
 		}
 	}
+	if c.Icinga2.URL != "" {
+		if err := c.Icinga2.Validate(); err != nil {
+			return c.engineError(err)
+		}
+	}
+	if c.Gearman.Servers != "" {
+		if err := c.Gearman.Validate(); err != nil {
+			return c.engineError(err)
+		}
+	}
 	return nil
+}
+
+// engineError reports a remote engine's *sink.OptionError with the file
+// and line of the option it names: a conflict in its own words, a bad value
+// as PathError does.
+func (c *Config) engineError(err error) error {
+	var oe *sink.OptionError
+	if errors.As(err, &oe) && oe.Conflict {
+		return fmt.Errorf("conf: %s: %s: %w", c.where(oe.Option), oe.Reason, ErrConflict)
+	}
+	if errors.As(err, &oe) {
+		return c.PathError(oe.Option, err)
+	}
+	return fmt.Errorf("conf: %s: %w: %w", c.File, err, ErrBadValue)
 }
 
 // validateNG refuses an nsca-ng listener this build or configuration

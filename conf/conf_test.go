@@ -11,11 +11,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/emit/dialect"
+	"nsca_fast/stages/emit/gearman"
+	"nsca_fast/stages/emit/icinga2"
 )
 
 // dumpValue returns the value Dump shows for name, so that one generic check
@@ -46,15 +49,9 @@ func TestDefault(t *testing.T) {
 		ReaderThreads:          1,
 		QueueSize:              128,
 		SpoolFileMode:          0o600,
-		Icinga2VerifyTLS:       true,
-		Icinga2MaxInFlight:     8,
-		Icinga2Timeout:         10,
-		Icinga2Retries:         3,
-		Icinga2QueueSize:       10000,
-		GearmanQueue:           "check_results",
-		GearmanEncryption:      true,
-		GearmanTimeout:         10,
-		GearmanQueueSize:       10000,
+		Icinga2: icinga2.Options{VerifyTLS: true, MaxInFlight: 8, Timeout: 10 * time.Second, Retries: 3,
+			QueueSize: 10000},
+		Gearman:                gearman.Options{Queue: "check_results", Encryption: true, Timeout: 10 * time.Second, QueueSize: 10000},
 		QueueMaxBytes:          1 << 30,
 		QueueFsync:             "batch",
 		NscaNGThreads:          1,
@@ -75,6 +72,9 @@ func TestDefault(t *testing.T) {
 // Default() holds.
 func TestTableMatchesConfig(t *testing.T) {
 	fields := reflect.TypeFor[Config]().NumField() - 5 // File, Lines, Warnings, cipher, MoreMethods
+	// The remote engines' options are a field each, of a field per option.
+	fields += reflect.TypeFor[icinga2.Options]().NumField() - 1
+	fields += reflect.TypeFor[gearman.Options]().NumField() - 1
 	if len(options) != fields {
 		t.Errorf("%d options for %d option fields of Config", len(options), fields)
 	}
@@ -388,11 +388,12 @@ nsca_ng_tls_ciphers=PSK
 		DecryptionEngine: "native", PayloadLengths: []int{1024, 8192},
 		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",
 		SpoolFileMode: 0o640, CommandFileDialect: dialect.Icinga2, MetricsAddress: "127.0.0.1:9667", StatsInterval: 17,
-		ProxyProtocol: true, ProxyProtocolTrusted: "127.0.0.1", Icinga2URL: "https://icinga:5665", Icinga2User: "nsca",
-		Icinga2Password: "ipw", Icinga2ClientCert: "/c.crt", Icinga2ClientKey: "/c.key", Icinga2CAFile: "/ca.crt",
-		Icinga2MaxInFlight: 11, Icinga2Timeout: 12, Icinga2Retries: 13, Icinga2QueueSize: 14, Icinga2Fallback: "dump",
-		GearmanServers: "g1:4730,g2:4730", GearmanQueue: "results", GearmanKey: "gk", GearmanKeyFile: "/gk",
-		GearmanTimeout: 15, GearmanQueueSize: 16, GearmanFallback: "spool",
+		ProxyProtocol: true, ProxyProtocolTrusted: "127.0.0.1",
+		Icinga2: icinga2.Options{URL: "https://icinga:5665", User: "nsca", Password: "ipw", CertFile: "/c.crt",
+			KeyFile: "/c.key", CAFile: "/ca.crt", MaxInFlight: 11, Timeout: 12 * time.Second, Retries: 13,
+			QueueSize: 14, Fallback: "dump"},
+		Gearman: gearman.Options{Servers: "g1:4730,g2:4730", Queue: "results", Key: "gk", KeyFile: "/gk",
+			Timeout: 15 * time.Second, QueueSize: 16, Fallback: "spool"},
 		QueueDirectory: "/q", QueueMaxBytes: 65536, QueueFsync: "always",
 		PasswordFile: "/pf", IdentitiesFile: "/if",
 		NscaNGListen: "127.0.0.1:5668", NscaNGThreads: 2, NscaNGMaxSessions: 18, NscaNGHandshakeTimeout: 19,
@@ -881,8 +882,8 @@ func TestRemoteSinkRoles(t *testing.T) {
 		gearmanFallback string
 	}{
 		{"command_file=/c\ncheck_result_path=/s", true, false, FallbackSpool, FallbackSpool},
-		{"icinga2_api_url=https://i\nicinga2_api_user=u\ncheck_result_path=/s", false, true, FallbackSpool, FallbackSpool},
-		{"icinga2_api_url=https://i\nicinga2_api_user=u\ncommand_file=/c\nalternate_dump_file=/d", true, true, FallbackDump, FallbackDump},
+		{"icinga2_api_url=https://i\nicinga2_api_user=u\nicinga2_api_password=p\ncheck_result_path=/s", false, true, FallbackSpool, FallbackSpool},
+		{"icinga2_api_url=https://i\nicinga2_api_user=u\nicinga2_api_password=p\ncommand_file=/c\nalternate_dump_file=/d", true, true, FallbackDump, FallbackDump},
 		{"gearman_server=g:1\ngearman_encryption=0\ngearman_fallback=none\ncheck_result_path=/s", false, true, FallbackSpool, FallbackNone},
 		{"gearman_server=g:1\ngearman_encryption=0", false, true, FallbackNone, FallbackNone},
 	}
@@ -898,10 +899,10 @@ func TestRemoteSinkRoles(t *testing.T) {
 		if cfg.LocalSinks() != c.local || cfg.RemoteSinks() != c.remote {
 			t.Errorf("%q: local %v remote %v, want %v %v", c.file, cfg.LocalSinks(), cfg.RemoteSinks(), c.local, c.remote)
 		}
-		if got := cfg.Fallback(cfg.Icinga2Fallback); got != c.icingaFallback {
+		if got := cfg.Fallback(cfg.Icinga2.Fallback); got != c.icingaFallback {
 			t.Errorf("%q: icinga2 fallback %s, want %s", c.file, got, c.icingaFallback)
 		}
-		if got := cfg.Fallback(cfg.GearmanFallback); got != c.gearmanFallback {
+		if got := cfg.Fallback(cfg.Gearman.Fallback); got != c.gearmanFallback {
 			t.Errorf("%q: gearman fallback %s, want %s", c.file, got, c.gearmanFallback)
 		}
 	}

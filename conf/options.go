@@ -10,10 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/emit/dialect"
+	"nsca_fast/stages/emit/gearman"
+	"nsca_fast/stages/emit/icinga2"
 )
 
 // Values of Option.Origin: who introduced an option, so documentation can
@@ -200,70 +203,70 @@ var options = []option{
 		doc: "Comma-separated IP addresses and CIDRs of the load balancers allowed to send a PROXY header; " +
 			"any other peer is closed, so a client cannot forge its source. Required with proxy_protocol=1."},
 	{name: "icinga2_api_url", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.Icinga2URL }, validURL),
+		kind: text(func(c *Config) *string { return &c.Icinga2.URL }, validURL),
 		doc: "Base URL of an Icinga 2 API (https://host:5665): every result is also posted to " +
 			"/v1/actions/process-check-result. Empty: off."},
 	{name: "icinga2_api_user", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.Icinga2User }, nil),
+		kind: text(func(c *Config) *string { return &c.Icinga2.User }, nil),
 		doc:  "ApiUser name for basic authentication; it needs the permission actions/process-check-result."},
 	{name: "icinga2_api_password", origin: originNew, secret: true,
-		kind: text(func(c *Config) *string { return &c.Icinga2Password }, nil),
+		kind: text(func(c *Config) *string { return &c.Icinga2.Password }, nil),
 		doc:  "Password of icinga2_api_user."},
 	{name: "icinga2_client_cert", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.Icinga2ClientCert }, nil),
+		kind: text(func(c *Config) *string { return &c.Icinga2.CertFile }, nil),
 		doc:  "PEM client certificate to authenticate with instead of a password (an ApiUser with client_cn)."},
 	{name: "icinga2_client_key", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.Icinga2ClientKey }, nil),
+		kind: text(func(c *Config) *string { return &c.Icinga2.KeyFile }, nil),
 		doc:  "PEM private key of icinga2_client_cert."},
 	{name: "icinga2_ca_file", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.Icinga2CAFile }, nil),
+		kind: text(func(c *Config) *string { return &c.Icinga2.CAFile }, nil),
 		doc:  "PEM CA certificate(s) that sign the API's certificate. Empty: the system's CAs."},
 	{name: "icinga2_verify_tls", def: "1", origin: originNew,
-		kind: boolean(func(c *Config) *bool { return &c.Icinga2VerifyTLS }),
+		kind: boolean(func(c *Config) *bool { return &c.Icinga2.VerifyTLS }),
 		doc:  "1: verify the API's certificate and name. 0: do not (only for testing)."},
-	{name: "icinga2_max_in_flight", def: "8", origin: originNew,
-		kind: integer(func(c *Config) *int { return &c.Icinga2MaxInFlight }, 1, 1024, ""),
+	{name: "icinga2_max_in_flight", def: strconv.Itoa(icinga2.DefaultMaxInFlight), origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.Icinga2.MaxInFlight }, 1, 1024, ""),
 		doc:  "Most requests to the API at once, 1..1024, over keep-alive connections."},
-	{name: "icinga2_timeout", def: "10", origin: originNew,
-		kind: integer(func(c *Config) *int { return &c.Icinga2Timeout }, 1, 300, " seconds"),
+	{name: "icinga2_timeout", def: secondsText(icinga2.DefaultTimeout), origin: originNew,
+		kind: seconds(func(c *Config) *time.Duration { return &c.Icinga2.Timeout }, 1, 300),
 		doc:  "Seconds one request may take, 1..300."},
-	{name: "icinga2_retries", def: "3", origin: originNew,
-		kind: integer(func(c *Config) *int { return &c.Icinga2Retries }, 0, 100, ""),
+	{name: "icinga2_retries", def: strconv.Itoa(icinga2.DefaultRetries), origin: originNew,
+		kind: integer(func(c *Config) *int { return &c.Icinga2.Retries }, 0, 100, ""),
 		doc: "Retries, with doubling back-off, of a request that failed with 5xx, 401, 403 or a lost connection, " +
 			"0..100; then the result goes to icinga2_fallback. A result refused for good (404 unknown object, " +
 			"400) is logged, counted and not retried."},
 	{name: "icinga2_queue_size", def: "10000", origin: originNew,
-		kind: integer(func(c *Config) *int { return &c.Icinga2QueueSize }, 1, 1000000, ""),
+		kind: integer(func(c *Config) *int { return &c.Icinga2.QueueSize }, 1, 1000000, ""),
 		doc: "Results waiting for the API, 1..1000000; when the queue is full, further results go to " +
 			"icinga2_fallback at once, so a slow API never stalls the other sinks."},
 	{name: "icinga2_fallback", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.Icinga2Fallback }, validFallback),
+		kind: text(func(c *Config) *string { return &c.Icinga2.Fallback }, validFallback),
 		doc:  fallbackDoc("icinga2")},
 	{name: "gearman_server", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.GearmanServers }, validServers),
+		kind: text(func(c *Config) *string { return &c.Gearman.Servers }, validServers),
 		doc: "Comma-separated host:port list of Gearman job servers (mod_gearman's server=), tried in order: " +
 			"every result is also submitted as a background job for mod_gearman. Empty: off."},
-	{name: "gearman_result_queue", def: "check_results", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.GearmanQueue }, nil),
+	{name: "gearman_result_queue", def: gearman.DefaultQueue, origin: originNew,
+		kind: text(func(c *Config) *string { return &c.Gearman.Queue }, nil),
 		doc:  "Gearman function (queue) the results are submitted to, as mod_gearman's result_queue=."},
 	{name: "gearman_encryption", def: "1", origin: originNew,
-		kind: yesNo(func(c *Config) *bool { return &c.GearmanEncryption }),
+		kind: yesNo(func(c *Config) *bool { return &c.Gearman.Encryption }),
 		doc:  "1 (yes): encrypt jobs with AES-256 under gearman_key, as mod_gearman's encryption=yes. 0 (no): base64 only."},
 	{name: "gearman_key", origin: originNew, secret: true,
-		kind: text(func(c *Config) *string { return &c.GearmanKey }, nil),
+		kind: text(func(c *Config) *string { return &c.Gearman.Key }, nil),
 		doc:  "mod_gearman's shared key (key=); at most 32 bytes are used."},
 	{name: "gearman_keyfile", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.GearmanKeyFile }, nil),
+		kind: text(func(c *Config) *string { return &c.Gearman.KeyFile }, nil),
 		doc:  "File holding the key (mod_gearman's keyfile=); when set, it takes precedence over gearman_key."},
-	{name: "gearman_timeout", def: "10", origin: originNew,
-		kind: integer(func(c *Config) *int { return &c.GearmanTimeout }, 1, 300, " seconds"),
+	{name: "gearman_timeout", def: secondsText(gearman.DefaultTimeout), origin: originNew,
+		kind: seconds(func(c *Config) *time.Duration { return &c.Gearman.Timeout }, 1, 300),
 		doc:  "Seconds a connect, submit or reply may take, 1..300."},
 	{name: "gearman_queue_size", def: "10000", origin: originNew,
-		kind: integer(func(c *Config) *int { return &c.GearmanQueueSize }, 1, 1000000, ""),
+		kind: integer(func(c *Config) *int { return &c.Gearman.QueueSize }, 1, 1000000, ""),
 		doc: "Results waiting for the job servers, 1..1000000; when the queue is full, further results go to " +
 			"gearman_fallback at once."},
 	{name: "gearman_fallback", origin: originNew,
-		kind: text(func(c *Config) *string { return &c.GearmanFallback }, validFallback),
+		kind: text(func(c *Config) *string { return &c.Gearman.Fallback }, validFallback),
 		doc:  fallbackDoc("gearman")},
 	{name: "queue_directory", origin: originNew,
 		kind: text(func(c *Config) *string { return &c.QueueDirectory }, nil),
@@ -419,6 +422,20 @@ func integer(ptr func(*Config) *int, lo, hi int, unit string) kind {
 	}
 	return field[int]{ptr: ptr, parse: parseInt, valid: valid, format: strconv.Itoa, number: true}
 }
+
+// seconds is integer for a duration option written in whole seconds.
+func seconds(ptr func(*Config) *time.Duration, lo, hi int) kind {
+	valid := integer(nil, lo, hi, " seconds").(field[int]).valid
+	parse := func(s string) (time.Duration, error) {
+		n, err := parseInt(s)
+		return time.Duration(n) * time.Second, err
+	}
+	return field[time.Duration]{ptr: ptr, parse: parse, number: true, format: secondsText,
+		valid: func(d time.Duration) error { return valid(int(d / time.Second)) }}
+}
+
+// secondsText is d in whole seconds, as nsca.cfg writes it.
+func secondsText(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 
 // boolean is a stock-style flag: a decimal number, true when above zero.
 func boolean(ptr func(*Config) *bool) kind {

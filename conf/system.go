@@ -140,10 +140,10 @@ func (c *Config) checkPaths(a Account) error {
 		}
 	}
 	var keys []string
-	if c.GearmanServers != "" && c.GearmanEncryption && c.GearmanKeyFile != "" {
+	if c.Gearman.Servers != "" && c.Gearman.Encryption && c.Gearman.KeyFile != "" {
 		keys = append(keys, "gearman_keyfile")
 	}
-	if c.Icinga2URL != "" {
+	if c.Icinga2.URL != "" {
 		keys = append(keys, "icinga2_client_cert", "icinga2_client_key", "icinga2_ca_file")
 	}
 	for _, name := range keys {

@@ -17,6 +17,9 @@ import (
 	"nsca_fast/src/proc"
 	"nsca_fast/stages"
 	"nsca_fast/stages/cipher"
+	"nsca_fast/stages/emit"
+	"nsca_fast/stages/emit/gearman"
+	"nsca_fast/stages/emit/replay"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -77,10 +80,7 @@ func run(args []string) int {
 		}
 	}
 	if o.replay != "" {
-		return replay(cfg, o.replay)
-	}
-	if worker != nil {
-		sink.WorkerSlot = worker.Slot // each worker has durable queues of its own
+		return runReplay(cfg, o.replay)
 	}
 	if o.checkOnly {
 		fmt.Println(stages.DescribeCipher(cfg))
@@ -94,15 +94,20 @@ func run(args []string) int {
 			}
 		}()
 	}
+	// What the sinks of every pipeline this process runs share.
+	process := emit.Process{Slot: -1, Reopens: &sink.Reopener{}, Stamps: &gearman.Stamps{}}
+	if worker != nil {
+		process.Slot = worker.Slot // each worker has durable queues of its own
+	}
 	app := &proc.App{
 		Args:          args,
 		Load:          func() (*conf.Config, error) { return loadConfig(o) },
 		Check:         func(cfg *conf.Config) error { return validate(cfg, conf.Start{Listen: true}) },
-		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.New(cfg, lfds) },
+		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.NewIn(cfg, lfds, process) },
 		ServeOne:      stages.ServeInetd,
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
 		CgoGoroutines: stages.CgoGoroutines,
-		Reopen:        sink.Reopen,
+		Reopen:        process.Reopens.Reopen,
 		Version:       Version,
 	}
 	switch {
@@ -164,11 +169,11 @@ func loadConfig(o *options) (*conf.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// replay runs --replay PATH: 0 when every result reached every
+// runReplay runs --replay PATH: 0 when every result reached every
 // destination, 1 otherwise.
-func replay(cfg *conf.Config, path string) int {
-	rep, err := sink.Replay(cfg, path, sink.ReplayOptions{Patience: sink.ReplayPatience,
-		Progress: func(p sink.ReplayProgress) { fmt.Printf("nsca: replay %s: %s\n", path, p) }})
+func runReplay(cfg *conf.Config, path string) int {
+	rep, err := emit.Replay(cfg, path, replay.Options{Patience: replay.Patience,
+		Progress: func(p replay.Progress) { fmt.Printf("nsca: replay %s: %s\n", path, p) }})
 	fmt.Printf("nsca: replay %s: %s\n", path, rep)
 	for _, s := range rep.Skipped {
 		fmt.Printf("nsca: replay: skipped %s\n", s)

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"nsca_fast/conf"
-	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/emit"
 )
 
 // Check refuses, before anything serves, what the pipeline could not run
@@ -18,7 +18,7 @@ func Check(cfg *conf.Config) error {
 	if _, err := cipherOf(cfg); err != nil {
 		return fmt.Errorf("conf: %s: %w", cfg.Where(cipherOption(cfg)), err)
 	}
-	return sink.Check(cfg)
+	return emit.Check(cfg)
 }
 
 // cipherOption is the option to fix when no engine serves the method: the

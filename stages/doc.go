@@ -1,8 +1,9 @@
 // Package stages is the nsca_fast pipeline: accept → read → decrypt →
-// validate → emit, one file per stage, wired together in server.go, with
-// the helpers every stage uses in stage.go. Memory and goroutine counts
-// depend on the configuration, never on how many clients connect. Outside
-// the package only Server (built by New) and the configuration checks and
+// validate → emit, one file per stage (the emit stage is package
+// stages/emit), wired together in server.go, with the helpers every stage
+// uses in stage.go. Memory and goroutine counts depend on the
+// configuration, never on how many clients connect. Outside the package
+// only Server (built by New or NewIn) and the configuration checks and
 // descriptions of describe.go are used.
 //
 // Every stage has one shape:
@@ -60,7 +61,7 @@
 // blocks in a system call and none of them wakes the runtime's sysmon.
 //
 // What the stages use lives beside them: the wire format in stages/codec,
-// the ciphers in stages/cipher, the destinations in stages/emit/sink (with
-// their dialects and durable queues in stages/emit/...), and the counters
-// and metrics in stages/counters.
+// the ciphers in stages/cipher, the emit stage and the destinations it
+// builds in stages/emit (each engine in a package of its own beneath it),
+// and the counters and metrics in stages/counters.
 package stages

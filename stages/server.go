@@ -17,6 +17,7 @@ import (
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/diagnose"
+	"nsca_fast/stages/emit"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -33,7 +34,7 @@ type Server struct {
 	// listeners are the server's own duplicates of the listening
 	// sockets, which its accept stage owns once it runs.
 	listeners []int
-	dests     []sink.Destination
+	dests     []emit.Destination
 	acceptCfg acceptConfig
 	// adopt feeds the accept stage connections accepted elsewhere
 	// (inetd); closing it stops accepting.
@@ -141,8 +142,15 @@ func cipherOf(cfg *conf.Config) (cipherConfig, error) {
 }
 
 // New checks the config and builds a server on already listening sockets
-// (none for ServeOne), with counters of its own.
+// (none for ServeOne), with counters of its own, for a process of its own
+// (the daemon's only one, without SIGUSR1's reopens).
 func New(cfg *conf.Config, listeners []int) (*Server, error) {
+	return NewIn(cfg, listeners, emit.Process{Slot: -1})
+}
+
+// NewIn is New in the process p, whose worker slot, reopen requests and
+// Gearman start_times its sinks share with the process's other pipelines.
+func NewIn(cfg *conf.Config, listeners []int, p emit.Process) (*Server, error) {
 	cipher, err := cipherOf(cfg)
 	if err != nil {
 		return nil, err
@@ -158,30 +166,29 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
 	s := &Server{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher}
-	dests, err := sink.Destinations(cfg, s.stats, s.log)
+	dests, err := emit.Destinations(cfg, p, s.stats, s.log)
 	if err != nil {
 		return nil, err
 	}
-	registerSinks(s.stats, dests)
 	if listeners != nil {
 		// A daemon's pipeline, not one of inetd's processes per connection,
 		// which would say it once per connection.
-		sink.WarnStranded(cfg)
+		emit.WarnStranded(cfg, p.Slot)
 	}
 	trusted, err := cfg.TrustedProxies()
 	if err != nil {
-		sink.CloseDestinations(dests)
+		emit.CloseDestinations(dests)
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
 	s.admission = &admission{maxConns: connectionLimit(cfg, openFilesLimit()), allowed: allowed, proxy: cfg.ProxyProtocol, trusted: trusted, stats: s.stats, log: s.log}
 	s.acceptCfg = acceptConfig{admission: s.admission}
 	if s.listeners, err = dupListeners(listeners); err != nil {
-		sink.CloseDestinations(dests)
+		emit.CloseDestinations(dests)
 		return nil, err
 	}
 	if cfg.NscaNGListen != "" && listeners != nil {
-		if s.ng, err = ngConfigOf(cfg, allowed); err != nil {
-			sink.CloseDestinations(dests)
+		if s.ng, err = ngConfigOf(cfg, allowed, p.Reopens); err != nil {
+			emit.CloseDestinations(dests)
 			return nil, err
 		}
 	}
@@ -192,8 +199,9 @@ func New(cfg *conf.Config, listeners []int) (*Server, error) {
 
 // ngConfigOf is the nsca-ng listener's settings for cfg, with the
 // identities of identities_file (whose settings other than authorize
-// blocks the configuration warns about, once each).
-func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*ngConfig, error) {
+// blocks the configuration warns about, once each); its command file
+// follows reopens.
+func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener) (*ngConfig, error) {
 	if err := openssl.Available(); err != nil {
 		return nil, cfg.PathError("nsca_ng_listen", err)
 	}
@@ -217,6 +225,7 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix) (*ngConfig, error) {
 	if cfg.CommandFile != "" {
 		ng.Commands = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
 		ng.Commands.Lock = true
+		ng.Commands.Reopens = reopens
 	}
 	if ng.Listener, err = ngListen(cfg.NscaNGListen); err != nil {
 		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", errNG, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
@@ -310,7 +319,9 @@ func (s *Server) runPipeline(inetdFD int) error {
 		start func() error
 		input func()
 	}{
-		{func() error { return StartEmit(ctx, items, done, EmitConfig{Destinations: s.dests}, env) }, func() { close(items) }},
+		{func() error {
+			return emit.Start(ctx, items, done, emit.Config{Destinations: s.dests, Stats: env.Stats, Log: env.Log, Gauge: env.Gauge, Progress: env.Progress})
+		}, func() { close(items) }},
 		{func() error { return startValidate(ctx, packets, items, validateCfg, env) }, func() { close(packets) }},
 		{ngStart, func() {
 			// Decrypt never started: the listener is the last sender.

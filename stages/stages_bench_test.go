@@ -18,7 +18,7 @@ import (
 // decrypt (XOR), validate. The command-file line is benchmarked in
 // stages/emit/sink. Allocations per op include the stage's goroutines.
 //
-//	go test -run '^$' -bench 'Stage' -benchmem ./stages ./stages/emit/sink
+//	go test -run '^$' -bench 'Stage' -benchmem ./stages ./stages/emit/...
 
 const benchPassword = "bench-password"
 
@@ -185,20 +185,5 @@ func BenchmarkValidateStage(b *testing.B) {
 	b.StopTimer()
 	if n != b.N {
 		b.Fatalf("%d items out of %d", n, b.N)
-	}
-}
-
-// BenchmarkObserveLatency is the emit stage's cost of the latency
-// histogram for a full batch: one clock read and the bucket adds.
-func BenchmarkObserveLatency(b *testing.B) {
-	var l counters.Latency
-	items := make([]sink.Item, maxBatch)
-	now := time.Now().UnixNano()
-	for i := range items {
-		items[i].ReadAt = now - int64(i)*10000
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		observeLatency(&l, items)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/emit/icinga2"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -20,8 +21,8 @@ func BenchmarkIcinga2Sink(b *testing.B) {
 		host.Services = append(host.Services, fmt.Sprintf("b%03d", i))
 	}
 	i2 := startIcinga2(b, host)
-	s, err := sink.NewIcinga(sink.IcingaConfig{URL: i2.URL(), User: i2.User(), Password: i2.Password(),
-		CAFile: i2.CAFile(), MaxInFlight: 8, Timeout: 10 * time.Second})
+	s, err := icinga2.New(icinga2.Config{Options: icinga2.Options{URL: i2.URL(), User: i2.User(), Password: i2.Password(),
+		CAFile: i2.CAFile(), VerifyTLS: true, MaxInFlight: 8, Timeout: 10 * time.Second}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/emit/gearman"
 )
 
 // gmCollector is a worker on check_results as mod_gearman's result thread
@@ -88,7 +88,7 @@ func (c *gmCollector) session() {
 			if _, err := conn.Write(gmFrame(13, string(args[0]), "")); err != nil { // WORK_COMPLETE
 				return
 			}
-			plain, err := sink.GearmanOpen(nil, args[2])
+			plain, err := gearman.Open(nil, args[2])
 			if m := gmSeq.FindSubmatch(plain); err == nil && m != nil {
 				n, _ := strconv.Atoi(string(m[2]))
 				c.mu.Lock()

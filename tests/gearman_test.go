@@ -3,7 +3,7 @@ package tests
 // The Gearman sink end to end: the real send_nsca sends to the daemon, the
 // daemon submits to a real gearmand, and a worker of this test takes the
 // jobs off the result queue as mod_gearman's NEB module would, opening
-// them with mod_gearman's scheme (sink.GearmanOpen).
+// them with mod_gearman's scheme (gearman.Open).
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/emit/gearman"
 )
 
 const gmGearmandPath = "/usr/sbin/gearmand"
@@ -184,7 +184,7 @@ func gmOpen(t *testing.T, key []byte, bodies [][]byte, lo, hi int64) []string {
 		if bytes.ContainsAny(b, "\n\x00") {
 			t.Errorf("job %d: body is not one line of base64: %q", i, b)
 		}
-		plain, err := sink.GearmanOpen(key, b)
+		plain, err := gearman.Open(key, b)
 		if err != nil {
 			t.Errorf("job %d: %v: %q", i, err, b)
 			continue

@@ -2,24 +2,24 @@ package sink
 
 import "time"
 
-// backoff spaces out attempts at a destination that is down (a command
+// Backoff spaces out attempts at a destination that is down (a command
 // file without a reader, job servers or an API that do not answer): after
-// each failure the next attempt waits twice as long, from first up to max,
+// each failure the next attempt waits twice as long, from First up to Max,
 // so an outage costs one attempt per interval instead of one per batch.
-type backoff struct {
-	first, max time.Duration
+type Backoff struct {
+	First, Max time.Duration
 	wait       time.Duration
 	until      time.Time
 }
 
-// failed starts or lengthens the wait.
-func (b *backoff) failed() {
-	b.wait = min(max(2*b.wait, b.first), b.max)
+// Failed starts or lengthens the wait.
+func (b *Backoff) Failed() {
+	b.wait = min(max(2*b.wait, b.First), b.Max)
 	b.until = time.Now().Add(b.wait)
 }
 
-// succeeded ends the wait and starts the next outage from first again.
-func (b *backoff) succeeded() { b.wait, b.until = 0, time.Time{} }
+// Succeeded ends the wait and starts the next outage from First again.
+func (b *Backoff) Succeeded() { b.wait, b.until = 0, time.Time{} }
 
-// left is how long attempts must still wait; 0 or less means try now.
-func (b *backoff) left() time.Duration { return time.Until(b.until) }
+// Left is how long attempts must still wait; 0 or less means try now.
+func (b *Backoff) Left() time.Duration { return time.Until(b.until) }

@@ -19,30 +19,30 @@ const pipeBuf = rawsys.PipeBuf
 
 // Errors of the command file sink.
 var (
-	ErrNoReader = errors.New("sink: command file has no reader (is the monitoring core running?)")
-	ErrMissing  = errors.New("sink: command file does not exist")
-	ErrFull     = errors.New("sink: command file stayed full")
-	ErrBackoff  = errors.New("sink: command file unavailable, retrying later")
+	errNoReader = errors.New("sink: command file has no reader (is the monitoring core running?)")
+	errMissing  = errors.New("sink: command file does not exist")
+	errFull     = errors.New("sink: command file stayed full")
+	errBackoff  = errors.New("sink: command file unavailable, retrying later")
 	ErrIsDir    = errors.New("sink: command file is a directory")
 )
 
 // BackoffError is returned while attempts at the command file wait after a
-// failure; it is ErrBackoff and carries the failure that started the wait.
+// failure; it is errBackoff and carries the failure that started the wait.
 type BackoffError struct{ Cause error }
 
 func (e *BackoffError) Error() string {
 	if e.Cause == nil {
-		return ErrBackoff.Error()
+		return errBackoff.Error()
 	}
-	return ErrBackoff.Error() + ": " + e.Cause.Error()
+	return errBackoff.Error() + ": " + e.Cause.Error()
 }
 
-// Unwrap makes the error both ErrBackoff and its cause for errors.Is.
+// Unwrap makes the error both errBackoff and its cause for errors.Is.
 func (e *BackoffError) Unwrap() []error {
 	if e.Cause == nil {
-		return []error{ErrBackoff}
+		return []error{errBackoff}
 	}
-	return []error{ErrBackoff, e.Cause}
+	return []error{errBackoff, e.Cause}
 }
 
 // CommandFile writes external command lines to the core's command file: a
@@ -60,6 +60,9 @@ type CommandFile struct {
 	// several processes writing one FIFO: a write longer than PIPE_BUF
 	// takes more than one write(2) and must not interleave with another's.
 	Lock bool
+	// Reopens, when set, asks the command file kept open to open its path
+	// anew (SIGUSR1).
+	Reopens *Reopener
 
 	fd     int
 	isFIFO bool
@@ -73,8 +76,8 @@ type CommandFile struct {
 	// unreadWhenFull is what the core had not read when the pipe stayed
 	// full: congestion ends once it has read below that.
 	unreadWhenFull int
-	retry          backoff
-	// lastErr is why the command file last failed, given with ErrBackoff
+	retry          Backoff
+	// lastErr is why the command file last failed, given with errBackoff
 	// while attempts wait, so a log line never hides the cause.
 	lastErr  error
 	lines    lineBuf
@@ -92,18 +95,21 @@ func (c *CommandFile) UseDialect(d dialect.Dialect, lossy *atomic.Uint64) {
 // NewCommandFile returns a sink for path; nothing is opened until the first write.
 func NewCommandFile(path string, appendToFile, aggregate bool) *CommandFile {
 	return &CommandFile{Path: path, Append: appendToFile, Aggregate: aggregate, FullWait: time.Second, fd: -1, lastKind: "fifo",
-		retry: backoff{first: 100 * time.Millisecond, max: 5 * time.Second}}
+		retry: Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}}
 }
 
 // Name is "fifo" or "file" after the kind of command file last opened, so the
 // counters tell an operator where results actually went.
 func (c *CommandFile) Name() string { return c.lastKind }
 
+// Location is the command file's path, for log lines.
+func (c *CommandFile) Location() string { return c.Path }
+
 func (c *CommandFile) open() error {
 	if c.fd >= 0 {
 		return nil
 	}
-	if c.retry.left() > 0 {
+	if c.retry.Left() > 0 {
 		return &BackoffError{Cause: c.lastErr}
 	}
 	flags := unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
@@ -112,7 +118,7 @@ func (c *CommandFile) open() error {
 	}
 	var fd int
 	var err error
-	c.held.opening()
+	c.held.opening(c.Reopens)
 	for {
 		fd, err = unix.Open(c.Path, flags, 0)
 		if err != unix.EINTR {
@@ -134,7 +140,7 @@ func (c *CommandFile) open() error {
 		c.lastKind = "fifo"
 	}
 	c.fd = fd
-	c.retry.succeeded()
+	c.retry.Succeeded()
 	c.lastErr = nil
 	return nil
 }
@@ -143,9 +149,9 @@ func (c *CommandFile) open() error {
 func (c *CommandFile) openError(err error) error {
 	switch err {
 	case unix.ENXIO:
-		return fmt.Errorf("%w: %s", ErrNoReader, c.Path)
+		return fmt.Errorf("%w: %s", errNoReader, c.Path)
 	case unix.ENOENT:
-		return fmt.Errorf("%w: %s", ErrMissing, c.Path)
+		return fmt.Errorf("%w: %s", errMissing, c.Path)
 	case unix.EISDIR:
 		return fmt.Errorf("%w: %s", ErrIsDir, c.Path)
 	}
@@ -169,7 +175,7 @@ func (c *CommandFile) Probe() error {
 // failed starts or lengthens the back-off and remembers why.
 func (c *CommandFile) failed(err error) {
 	c.lastErr = err
-	c.retry.failed()
+	c.retry.Failed()
 }
 
 // revalidate closes a file kept open between batches once the path no
@@ -192,7 +198,7 @@ func (c *CommandFile) revalidate() {
 			c.closeFD()
 		}
 	case !c.isFIFO && c.Aggregate:
-		if c.held.stale(c.Path) {
+		if c.held.stale(c.Path, c.Reopens) {
 			c.closeFD()
 		}
 	}
@@ -314,7 +320,7 @@ func (c *CommandFile) writeAll(b []byte) (int, error) {
 		wait = 0
 	}
 	n, err := c.write(b, time.Now().Add(wait))
-	if errors.Is(err, ErrFull) && !c.congested {
+	if errors.Is(err, errFull) && !c.congested {
 		c.congested = true
 		c.unreadWhenFull = c.unread()
 	}
@@ -353,7 +359,7 @@ func (c *CommandFile) write(b []byte, deadline time.Time) (int, error) {
 	if c.isFIFO && len(b) > pipeBuf {
 		for !c.roomFor(len(b)) {
 			if time.Now().After(deadline) {
-				return 0, fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
+				return 0, fmt.Errorf("%w for %v: %s", errFull, c.FullWait, c.Path)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -377,19 +383,19 @@ func (c *CommandFile) write(b []byte, deadline time.Time) (int, error) {
 			}
 			if !c.waitWritable(deadline) {
 				if written > 0 {
-					return written, fmt.Errorf("%w: a long line stayed half-written for %v (the core stopped reading): %s", ErrFull, finishLongLine, c.Path)
+					return written, fmt.Errorf("%w: a long line stayed half-written for %v (the core stopped reading): %s", errFull, finishLongLine, c.Path)
 				}
-				return 0, fmt.Errorf("%w for %v: %s", ErrFull, c.FullWait, c.Path)
+				return 0, fmt.Errorf("%w for %v: %s", errFull, c.FullWait, c.Path)
 			}
 		case unix.EPIPE:
 			// The reader went away between our open and this write (the core
 			// restarted): reopen once, which also finds the new reader.
 			if reopened || written > 0 {
-				return written, fmt.Errorf("%w: %s", ErrNoReader, c.Path)
+				return written, fmt.Errorf("%w: %s", errNoReader, c.Path)
 			}
 			reopened = true
 			c.closeFD()
-			c.retry.succeeded()
+			c.retry.Succeeded()
 			if err := c.open(); err != nil {
 				return 0, err
 			}

@@ -1,13 +1,9 @@
-// Package sink owns the destinations of check results: the local core's
-// external command file (a FIFO or a regular file), its check_result_path
-// spool and the alternate dump file, in stock nsca 2.10's formats; Icinga
-// 2's REST API; and Gearman queues for mod_gearman. It also builds, from
-// the configuration, every destination with its chain of fallbacks
-// (destinations.go), which the emit stage runs.
-//
-// Each big sink is split by concern: icinga_config.go (settings, TLS),
-// icinga_request.go (the request body), icinga_deliver.go (delivery,
-// retries); gearman_config.go, gearman_seal.go (mod_gearman's
-// encryption), gearman_job.go (the job body and its framing),
-// gearman_deliver.go (the protocol exchange and failover).
+// Package sink declares what every destination of check results is: Sink,
+// the Item it is given, and the optional capabilities (Prober, Located,
+// Holder, Refuser, Marker, Dialected) by which a sink says what else it can
+// do, so the emit stage, a replay and the durable wrapper ask for them by
+// type assertion and never by concrete type. It also holds the local sinks,
+// in stock nsca 2.10's formats: the core's external command file (a FIFO or
+// a regular file), its check_result_path spool and the alternate dump file.
+// The remote engines each have a package of their own beside this one.
 package sink

@@ -8,25 +8,6 @@ import (
 	"nsca_fast/stages/emit/dialect"
 )
 
-// appendEscaped appends s with backslash and newline escaped as stock does
-// (`\` to `\\`, newline to `\n`), which is the inverse of what Nagios
-// applies when it reads the command file or a spool file. It is the nagios
-// dialect, kept under this name for the formats that always use stock's
-// escaping (mod_gearman's job body).
-func appendEscaped(b []byte, s string) []byte {
-	b, _ = dialect.Nagios.AppendCommand(b, s, false)
-	return b
-}
-
-// Dialected is a local sink whose outputs are read by the core: the command
-// file, the spool and the dump file (whose lines are replayed into the
-// command file). UseDialect makes it escape outputs in d and count in lossy
-// (nil: not counted) each result it delivered in a lossy form; the default
-// is dialect.Nagios, stock's bytes.
-type Dialected interface {
-	UseDialect(d dialect.Dialect, lossy *atomic.Uint64)
-}
-
 // countLossy adds n results delivered in a lossy form to c, if any.
 func countLossy(c *atomic.Uint64, n int) {
 	if c != nil && n > 0 {

@@ -122,7 +122,7 @@ func TestCommandFileRegularFullDisk(t *testing.T) {
 		if err == nil && n == len(rest) {
 			break
 		}
-		if !errors.Is(err, ErrBackoff) || time.Now().After(deadline) {
+		if !errors.Is(err, errBackoff) || time.Now().After(deadline) {
 			t.Fatalf("Write after space returned = %d, %v", n, err)
 		}
 		var b *BackoffError
@@ -153,7 +153,7 @@ func TestSpoolOKFailureLeavesNoFile(t *testing.T) {
 	}
 	s := NewSpool(dir, 0o600)
 	n, err := s.Write(items(1, 10))
-	if n != 0 || !errors.Is(err, ErrSpool) || !strings.Contains(err.Error(), ".ok") {
+	if n != 0 || !errors.Is(err, errSpool) || !strings.Contains(err.Error(), ".ok") {
 		t.Fatalf("Write = %d, %v; want 0 and the failed .ok", n, err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -186,14 +186,14 @@ func TestCommandFileCongestionNeedsReading(t *testing.T) {
 	unix.Close(wfd)
 	big := items(20, 1000)
 	start := time.Now()
-	if _, err := c.Write(big); !errors.Is(err, ErrFull) {
-		t.Fatalf("Write to a full pipe = %v, want ErrFull", err)
+	if _, err := c.Write(big); !errors.Is(err, errFull) {
+		t.Fatalf("Write to a full pipe = %v, want errFull", err)
 	}
 	if took := time.Since(start); took < 900*time.Millisecond {
 		t.Fatalf("the first write to the full pipe gave up after %v, want FullWait (1s)", took)
 	}
 	waitBackoff := func() {
-		for c.retry.left() > 0 {
+		for c.retry.Left() > 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -203,8 +203,8 @@ func TestCommandFileCongestionNeedsReading(t *testing.T) {
 		t.Fatalf("a short line into the room left = %d, %v; want it written", n, err)
 	}
 	start = time.Now()
-	if _, err := c.Write(big); !errors.Is(err, ErrFull) {
-		t.Fatalf("Write = %v, want ErrFull", err)
+	if _, err := c.Write(big); !errors.Is(err, errFull) {
+		t.Fatalf("Write = %v, want errFull", err)
 	}
 	if took := time.Since(start); took > 300*time.Millisecond {
 		t.Errorf("after a short write that fitted, the next batch waited %v again for a core that reads nothing", took)
@@ -215,67 +215,4 @@ func TestCommandFileCongestionNeedsReading(t *testing.T) {
 	if n, err := c.Write(big); n != len(big) || err != nil {
 		t.Errorf("Write after the core read = %d, %v", n, err)
 	}
-}
-
-// TestDurableAdoptFullDisk: the queue of a removed worker slot, on a full
-// file system and with an ack file that holds nothing yet (its first write
-// needs space), is taken over: every result reaches the engine once,
-// although the old queue cannot write its position until its segment is
-// gone.
-func TestDurableAdoptFullDisk(t *testing.T) {
-	old := filepath.Join(smallFS(t, "size=256k"), "order-1")
-	e := &orderEngine{t: t, got: map[string][]int{}}
-	e.down.Store(true)
-	want := map[string]int{}
-	d, err := NewDurable(e, DurableConfig{Dir: old})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 600 {
-		svc := fmt.Sprintf("s%d", i%3)
-		want[svc]++
-		if n, err := d.Write([]Item{item(1, "h", svc, 0, fmt.Sprintf("seq %d", want[svc]))}); n != 1 || err != nil {
-			t.Fatalf("Write = %d, %v", n, err)
-		}
-	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ack := filepath.Join(old, "ack")
-	if err := os.Remove(ack); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(ack, nil, 0o640); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(filepath.Dir(old), "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for buf := make([]byte, 4096); ; {
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	f.Close()
-	e.down.Store(false)
-	d, err = NewDurable(e, DurableConfig{Dir: filepath.Join(t.TempDir(), "order-0"),
-		LeftBehind: func() ([]string, error) { return []string{old}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	delivered := func() (n int) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		for _, got := range e.got {
-			n += len(got)
-		}
-		return n
-	}
-	if !waitUntil(10*time.Second, func() bool { return delivered() >= 600 }) {
-		t.Fatalf("%d of the 600 results delivered", delivered())
-	}
-	time.Sleep(3 * reopenEvery) // time for a second take-over, if any
-	e.checkInOrder(want)
 }

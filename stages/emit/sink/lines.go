@@ -11,10 +11,10 @@ import (
 	"nsca_fast/stages/emit/dialect"
 )
 
-// ErrPartialLine is returned when a write to a regular file stopped inside
+// errPartialLine is returned when a write to a regular file stopped inside
 // a line and the partial line could not be cut off again: the next line
 // would be glued onto it.
-var ErrPartialLine = errors.New("sink: a partial line is left in the file")
+var errPartialLine = errors.New("sink: a partial line is left in the file")
 
 // lineBuf is a batch of command lines in one buffer with the offset where
 // each line ends, so that a write cut short (a full disk) can be accounted
@@ -100,17 +100,17 @@ func keepWholeLines(fd int, l *lineBuf, n int) (int, error) {
 	}
 	pos, err := unix.Seek(fd, 0, io.SeekCurrent)
 	if err != nil {
-		return lines, fmt.Errorf("%w: %w", ErrPartialLine, err)
+		return lines, fmt.Errorf("%w: %w", errPartialLine, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return lines, fmt.Errorf("%w: %w", ErrPartialLine, err)
+		return lines, fmt.Errorf("%w: %w", errPartialLine, err)
 	}
 	// Only the end of the file may be cut: a write that overwrote lines in
 	// the middle (a command file opened without append_to_file) has more
 	// lines after it that are not ours.
 	if pos != st.Size {
-		return lines, fmt.Errorf("%w: %d bytes at offset %d, not at the end of the file", ErrPartialLine, partial, pos-int64(partial))
+		return lines, fmt.Errorf("%w: %d bytes at offset %d, not at the end of the file", errPartialLine, partial, pos-int64(partial))
 	}
 	keep := pos - int64(partial)
 	for {
@@ -120,17 +120,17 @@ func keepWholeLines(fd int, l *lineBuf, n int) (int, error) {
 		}
 	}
 	if err != nil {
-		return lines, fmt.Errorf("%w: truncate to %d: %w", ErrPartialLine, keep, err)
+		return lines, fmt.Errorf("%w: truncate to %d: %w", errPartialLine, keep, err)
 	}
 	if _, err := unix.Seek(fd, keep, io.SeekStart); err != nil {
-		return lines, fmt.Errorf("%w: %w", ErrPartialLine, err)
+		return lines, fmt.Errorf("%w: %w", errPartialLine, err)
 	}
 	return lines, nil
 }
 
 // writeLines writes l to the regular file fd and returns how many whole
 // lines are now in the file; after an error no partial line is left (or
-// ErrPartialLine says why one is).
+// errPartialLine says why one is).
 func writeLines(fd int, l *lineBuf) (int, error) {
 	n, err := writeFull(fd, l.b)
 	if err == nil {

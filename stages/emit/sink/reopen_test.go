@@ -14,6 +14,7 @@ func TestDumpFollowsRotation(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "nsca.dump")
 	d := NewDump(path)
+	d.Reopens = &Reopener{}
 	defer d.Close()
 	write := func(out string) {
 		t.Helper()
@@ -49,17 +50,17 @@ func TestDumpFollowsRotation(t *testing.T) {
 		t.Errorf("the file at the path has %q, want c (b went to the removed file)", got)
 	}
 
-	if d.held.stale(path) {
+	if d.held.stale(path, d.Reopens) {
 		t.Fatal("the open file is stale with nothing changed")
 	}
-	Reopen()
-	if !d.held.stale(path) {
+	d.Reopens.Reopen()
+	if !d.held.stale(path, d.Reopens) {
 		t.Error("the open file is not stale after Reopen")
 	}
 	fd := d.fd
 	write("d")
-	if d.held.stale(path) || d.fd < 0 {
-		t.Errorf("after the write that followed Reopen: stale %v, fd %d (was %d)", d.held.stale(path), d.fd, fd)
+	if d.held.stale(path, d.Reopens) || d.fd < 0 {
+		t.Errorf("after the write that followed Reopen: stale %v, fd %d (was %d)", d.held.stale(path, d.Reopens), d.fd, fd)
 	}
 	if got := lines(path); got != "c d" {
 		t.Errorf("the file at the path has %q, want c d", got)
@@ -89,7 +90,7 @@ func TestCommandFileKeptOpenFollowsRotation(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.retry.succeeded() // no back-off wait for the test
+	c.retry.Succeeded() // no back-off wait for the test
 	if n, err := c.Write([]Item{item(1, "h", "s", 0, "c")}); n != 1 || err != nil {
 		t.Fatalf("Write = %d, %v", n, err)
 	}

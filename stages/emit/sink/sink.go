@@ -1,6 +1,11 @@
 package sink
 
-import "nsca_fast/stages/codec"
+import (
+	"sync/atomic"
+
+	"nsca_fast/stages/codec"
+	"nsca_fast/stages/emit/dialect"
+)
 
 // Item is one validated check result with the server's time of receipt.
 type Item struct {
@@ -15,8 +20,56 @@ type Item struct {
 // Sink is one destination. Write delivers items in order and reports how
 // many it delivered; the rest are left for the next sink of the chain, with
 // err saying why they were refused.
+//
+// A sink may also have any of the capabilities below; whoever runs it (the
+// emit stage's chains, a replay, the durable wrapper) asks for each with a
+// type assertion, so a new sink says what it can do by its methods alone.
 type Sink interface {
 	Name() string
 	Write(items []Item) (n int, err error)
 	Close() error
+}
+
+// Prober is a sink that can tell before any write why it cannot take
+// results (the command file does not exist yet).
+type Prober interface {
+	Probe() error
+}
+
+// Located is a sink that writes to a place an operator knows by its path
+// (a file or directory): log lines name that place rather than the sink.
+type Located interface {
+	Location() string
+}
+
+// Holder is a sink that can hold results back for a while (the spool at
+// check_result_path_max_files): Write counts them as taken, but they are
+// written only later, by Flush; Abandon gives back what is still held.
+type Holder interface {
+	Queued() int
+	Flush() (int, error)
+	Abandon() []Item
+}
+
+// Refuser is a sink that consumes some results without delivering them,
+// for good (Icinga's 404 for an unknown object): its own callback counts
+// them as dropped, so they must not count as emitted.
+type Refuser interface {
+	Refused() uint64 // so far
+}
+
+// Marker is a sink that can say which items of a batch it consumed,
+// without reordering them (Icinga's, which posts objects in parallel):
+// WriteMarked sets consumed[i] for each items[i] it took.
+type Marker interface {
+	WriteMarked(items []Item, consumed []bool) error
+}
+
+// Dialected is a local sink whose outputs are read by the core: the command
+// file, the spool and the dump file (whose lines are replayed into the
+// command file). UseDialect makes it escape outputs in d and count in lossy
+// (nil: not counted) each result it delivered in a lossy form; the default
+// is dialect.Nagios, stock's bytes.
+type Dialected interface {
+	UseDialect(d dialect.Dialect, lossy *atomic.Uint64)
 }

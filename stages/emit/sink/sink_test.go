@@ -148,7 +148,7 @@ func writeAfterBackoff(c *CommandFile, its []Item) (n int, err error) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		n, err = c.Write(its)
-		if !errors.Is(err, ErrBackoff) || time.Now().After(deadline) {
+		if !errors.Is(err, errBackoff) || time.Now().After(deadline) {
 			return n, err
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -242,13 +242,13 @@ func TestCommandFileNoReader(t *testing.T) {
 	c := NewCommandFile(path, false, false)
 	defer c.Close()
 	n, err := c.Write(items(2, 10))
-	if n != 0 || !errors.Is(err, ErrNoReader) {
-		t.Fatalf("Write without a reader = %d, %v; want 0, ErrNoReader", n, err)
+	if n != 0 || !errors.Is(err, errNoReader) {
+		t.Fatalf("Write without a reader = %d, %v; want 0, errNoReader", n, err)
 	}
 	// Back-off: an immediate retry does not even try.
 	n, err = c.Write(items(2, 10))
-	if n != 0 || !errors.Is(err, ErrBackoff) {
-		t.Fatalf("immediate retry = %d, %v; want 0, ErrBackoff", n, err)
+	if n != 0 || !errors.Is(err, errBackoff) {
+		t.Fatalf("immediate retry = %d, %v; want 0, errBackoff", n, err)
 	}
 	// Once the core is back and the back-off has passed, results flow again.
 	rfd := openReader(t, path)
@@ -268,14 +268,14 @@ func TestCommandFileMissing(t *testing.T) {
 	c := NewCommandFile(path, true, false)
 	defer c.Close()
 	n, err := c.Write(items(1, 10))
-	if n != 0 || !errors.Is(err, ErrMissing) {
-		t.Fatalf("Write = %d, %v; want 0, ErrMissing", n, err)
+	if n != 0 || !errors.Is(err, errMissing) {
+		t.Fatalf("Write = %d, %v; want 0, errMissing", n, err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("command file was created (stat: %v); stock never creates it", err)
 	}
-	if n, err := c.Write(items(1, 10)); n != 0 || !errors.Is(err, ErrBackoff) {
-		t.Errorf("immediate retry = %d, %v; want 0, ErrBackoff", n, err)
+	if n, err := c.Write(items(1, 10)); n != 0 || !errors.Is(err, errBackoff) {
+		t.Errorf("immediate retry = %d, %v; want 0, errBackoff", n, err)
 	}
 }
 
@@ -324,8 +324,8 @@ func TestCommandFileFull(t *testing.T) {
 	start := time.Now()
 	n, err := c.Write(its)
 	took := time.Since(start)
-	if !errors.Is(err, ErrFull) {
-		t.Fatalf("Write = %d, %v; want ErrFull", n, err)
+	if !errors.Is(err, errFull) {
+		t.Fatalf("Write = %d, %v; want errFull", n, err)
 	}
 	if n <= 0 || n >= len(its) {
 		t.Errorf("n = %d, want 0 < n < %d", n, len(its))
@@ -338,8 +338,8 @@ func TestCommandFileFull(t *testing.T) {
 		t.Errorf("pipe holds %d bytes, want exactly the %d lines reported written (%d bytes); first difference at %d",
 			len(got), n, len(want), firstDiffBytes(got, want))
 	}
-	if n2, err := c.Write(its[n:]); n2 != 0 || !errors.Is(err, ErrBackoff) {
-		t.Errorf("immediate retry = %d, %v; want 0, ErrBackoff", n2, err)
+	if n2, err := c.Write(its[n:]); n2 != 0 || !errors.Is(err, errBackoff) {
+		t.Errorf("immediate retry = %d, %v; want 0, errBackoff", n2, err)
 	}
 }
 
@@ -356,8 +356,8 @@ func TestCommandFileFullLongLinesNoPartialLine(t *testing.T) {
 		t.Fatalf("line is only %d bytes", l)
 	}
 	n, err := c.Write(its)
-	if !errors.Is(err, ErrFull) {
-		t.Fatalf("Write = %d, %v; want ErrFull", n, err)
+	if !errors.Is(err, errFull) {
+		t.Fatalf("Write = %d, %v; want errFull", n, err)
 	}
 	got := drain(t, rfd)
 	want := commandLines(its[:n])
@@ -388,8 +388,8 @@ func TestCommandFileAggregateReaderGone(t *testing.T) {
 	unix.Close(rfd)
 
 	n, err := c.Write(items(2, 10))
-	if n != 0 || !errors.Is(err, ErrNoReader) {
-		t.Fatalf("Write after the reader left = %d, %v; want 0, ErrNoReader", n, err)
+	if n != 0 || !errors.Is(err, errNoReader) {
+		t.Fatalf("Write after the reader left = %d, %v; want 0, errNoReader", n, err)
 	}
 	rfd = openReader(t, path)
 	defer unix.Close(rfd)
@@ -523,12 +523,12 @@ func TestSpoolModeIgnoresUmask(t *testing.T) {
 func TestSpoolMissingDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "missing")
 	s := newSpool(dir, 0o600)
-	if err := s.Writable(); err == nil || !errors.Is(err, ErrSpool) {
-		t.Errorf("Writable on a missing dir = %v, want an ErrSpool error", err)
+	if err := s.Writable(); err == nil || !errors.Is(err, errSpool) {
+		t.Errorf("Writable on a missing dir = %v, want an errSpool error", err)
 	}
 	n, err := s.Write(items(2, 10))
-	if n != 0 || !errors.Is(err, ErrSpool) {
-		t.Errorf("Write = %d, %v; want 0, ErrSpool", n, err)
+	if n != 0 || !errors.Is(err, errSpool) {
+		t.Errorf("Write = %d, %v; want 0, errSpool", n, err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the directory was created: %v", err)

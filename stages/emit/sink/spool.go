@@ -15,8 +15,8 @@ import (
 	"nsca_fast/stages/emit/dialect"
 )
 
-// ErrSpool wraps every failure to deliver a spool file.
-var ErrSpool = errors.New("sink: spool")
+// errSpool wraps every failure to deliver a spool file.
+var errSpool = errors.New("sink: spool")
 
 // Spool writes one check_result_path file per result, as stock does: a
 // cXXXXXX file in the core's format followed by an empty cXXXXXX.ok. The
@@ -46,9 +46,9 @@ type Spool struct {
 // count in lossy the results delivered in a lossy form.
 func (s *Spool) UseDialect(d dialect.Dialect, lossy *atomic.Uint64) { s.dialect, s.lossy = d, lossy }
 
-// ErrSpoolFull is returned for results refused because the spool is at
+// errSpoolFull is returned for results refused because the spool is at
 // check_result_path_max_files and its waiting queue is full.
-var ErrSpoolFull = errors.New("sink: spool at check_result_path_max_files and its queue is full")
+var errSpoolFull = errors.New("sink: spool at check_result_path_max_files and its queue is full")
 
 // NewSpool returns a spool sink writing into dir.
 func NewSpool(dir string, mode uint32) *Spool {
@@ -111,12 +111,15 @@ func (s *Spool) Flush() (int, error) {
 // Name identifies the sink in counters and logs.
 func (s *Spool) Name() string { return "spool" }
 
+// Location is the spool directory, for log lines.
+func (s *Spool) Location() string { return s.Dir }
+
 // Writable checks that a file can be created in the directory, which stock
 // verifies at start so that a typo in check_result_path is found at once.
 func (s *Spool) Writable() error {
 	f, err := os.CreateTemp(s.Dir, "nsca.test.")
 	if err != nil {
-		return fmt.Errorf("%w: check_result_path %s is not writable: %w", ErrSpool, s.Dir, err)
+		return fmt.Errorf("%w: check_result_path %s is not writable: %w", errSpool, s.Dir, err)
 	}
 	f.Close()
 	return os.Remove(f.Name())
@@ -156,7 +159,7 @@ func (s *Spool) Write(items []Item) (int, error) {
 			continue
 		}
 		if len(s.queue) >= s.queueLimit {
-			return i, fmt.Errorf("%w (%d files, %d waiting)", ErrSpoolFull, s.maxFiles, len(s.queue))
+			return i, fmt.Errorf("%w (%d files, %d waiting)", errSpoolFull, s.maxFiles, len(s.queue))
 		}
 		s.queue = append(s.queue, it)
 	}
@@ -174,7 +177,7 @@ func (s *Spool) writeOne(it Item) error {
 	cerr := tmp.Close()
 	if werr != nil || cerr != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("%w: write %s: %w", ErrSpool, tmp.Name(), errors.Join(werr, cerr))
+		return fmt.Errorf("%w: write %s: %w", errSpool, tmp.Name(), errors.Join(werr, cerr))
 	}
 	final, err := s.publish(tmp.Name())
 	if err != nil {
@@ -194,7 +197,7 @@ func (s *Spool) writeOne(it Item) error {
 		// later run (or an operator's touch) would deliver again.
 		os.Remove(final)
 		s.files.unwrote(filepath.Base(final))
-		return fmt.Errorf("%w: create %s.ok: %w", ErrSpool, final, err)
+		return fmt.Errorf("%w: create %s.ok: %w", errSpool, final, err)
 	}
 	if lossy {
 		countLossy(s.lossy, 1)
@@ -211,15 +214,15 @@ func (s *Spool) create(prefix string) (*os.File, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrSpool, err)
+			return nil, fmt.Errorf("%w: %w", errSpool, err)
 		}
 		if err := f.Chmod(os.FileMode(s.Mode)); err != nil { // the umask may have taken bits away
 			f.Close()
-			return nil, fmt.Errorf("%w: %w", ErrSpool, err)
+			return nil, fmt.Errorf("%w: %w", errSpool, err)
 		}
 		return f, nil
 	}
-	return nil, fmt.Errorf("%w: no free file name in %s", ErrSpool, s.Dir)
+	return nil, fmt.Errorf("%w: no free file name in %s", errSpool, s.Dir)
 }
 
 // publish renames tmp to a fresh cXXXXXX name without replacing an existing
@@ -248,15 +251,15 @@ func (s *Spool) publish(tmp string) (string, error) {
 				if errors.Is(lerr, os.ErrExist) {
 					continue
 				}
-				return "", fmt.Errorf("%w: link %s: %w", ErrSpool, final, lerr)
+				return "", fmt.Errorf("%w: link %s: %w", errSpool, final, lerr)
 			}
 			os.Remove(tmp)
 			return final, nil
 		default:
-			return "", fmt.Errorf("%w: rename %s: %w", ErrSpool, tmp, err)
+			return "", fmt.Errorf("%w: rename %s: %w", errSpool, tmp, err)
 		}
 	}
-	return "", fmt.Errorf("%w: no free file name in %s", ErrSpool, s.Dir)
+	return "", fmt.Errorf("%w: no free file name in %s", errSpool, s.Dir)
 }
 
 // Close has nothing to release: every file is closed once written.
@@ -265,11 +268,13 @@ func (s *Spool) Close() error { return nil }
 // Dump appends command lines to alternate_dump_file, creating it if needed,
 // where stock puts results while the command file is missing. It keeps the
 // file open, and opens the path again once it names another file (log
-// rotation) or Reopen asks.
+// rotation) or its Reopens asks.
 type Dump struct {
 	Path string
-	fd   int
-	held heldFile
+	// Reopens, when set, asks it to open its path anew (SIGUSR1).
+	Reopens *Reopener
+	fd      int
+	held    heldFile
 	// opened is set from opening the file until the first write has
 	// looked at its end (endTorn).
 	opened bool
@@ -289,6 +294,9 @@ func NewDump(path string) *Dump { return &Dump{Path: path, fd: -1} }
 
 // Name identifies the sink in counters and logs.
 func (d *Dump) Name() string { return "dump_file" }
+
+// Location is the dump file's path, for log lines.
+func (d *Dump) Location() string { return d.Path }
 
 // Write appends the lines for items in one write. On a full disk it
 // reports the lines that are in the file whole and cuts off a partial one,
@@ -324,7 +332,7 @@ func (d *Dump) Write(items []Item) (int, error) {
 func (d *Dump) lock() (int, error) {
 	for tries := 0; ; tries++ {
 		if d.fd < 0 {
-			d.held.opening()
+			d.held.opening(d.Reopens)
 			fd, err := unix.Open(d.Path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o666)
 			if err != nil {
 				return -1, fmt.Errorf("sink: alternate dump file %s: %w", d.Path, err)
@@ -335,7 +343,7 @@ func (d *Dump) lock() (int, error) {
 		locked := unix.Flock(d.fd, unix.LOCK_EX) == nil
 		// A file just opened that is stale already is being rotated again:
 		// the lines go to it rather than round this loop for ever.
-		if tries > 0 || !d.held.stale(d.Path) {
+		if tries > 0 || !d.held.stale(d.Path, d.Reopens) {
 			if d.opened && locked {
 				d.opened = false
 				d.endTorn()

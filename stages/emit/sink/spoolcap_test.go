@@ -52,8 +52,8 @@ func TestSpoolCapQueuesThenRefuses(t *testing.T) {
 	eventually(t, "the watcher", func() bool { _, ok := s.files.Files(); return ok })
 
 	n, err := s.Write(capItems(6))
-	if n != 5 || !errors.Is(err, ErrSpoolFull) {
-		t.Fatalf("Write(6) = %d, %v; want 5 taken (3 written, 2 queued) and ErrSpoolFull", n, err)
+	if n != 5 || !errors.Is(err, errSpoolFull) {
+		t.Fatalf("Write(6) = %d, %v; want 5 taken (3 written, 2 queued) and errSpoolFull", n, err)
 	}
 	if got := len(resultFiles(t, dir)); got != 3 {
 		t.Fatalf("%d result files, want the cap of 3", got)

@@ -1,0 +1,275 @@
+package emit
+
+import (
+	"context"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang/glog"
+
+	"nsca_fast/stages/counters"
+	"nsca_fast/stages/emit/sink"
+)
+
+// maxBatch bounds how many results one write to the sinks carries. Batching
+// turns a burst into a few PIPE_BUF-sized writes instead of one per line.
+const maxBatch = 256
+
+// emitter is the emit stage: it batches validated results and hands every
+// batch to every destination.
+type emitter struct {
+	dests    []*destRunner
+	stats    *counters.Stats
+	log      *counters.RateLog
+	progress func() // Config.Progress, or nil
+}
+
+// destRunner runs one destination.
+type destRunner struct {
+	Destination
+	queue    chan *batch
+	queued   atomic.Int64 // results in queue
+	chain    *chainRunner // only its goroutine touches it
+	overflow *chainRunner // only the dispatcher touches it
+}
+
+// batch is one destination's copy of results that every destination
+// receives; the last destination to finish with its copy counts the
+// results finished, for the statistics.
+type batch struct {
+	items   []sink.Item
+	pending *atomic.Int32 // shared by the copies
+}
+
+// Config are the emit stage's settings and what it reports to.
+type Config struct {
+	// Destinations are where every result goes, each with its own queue
+	// and goroutine; the stage owns and closes their sinks.
+	Destinations []Destination
+	// Stats and Log count and log what the sinks took, held, passed on
+	// and dropped.
+	Stats *counters.Stats
+	Log   *counters.RateLog
+	// Gauge, when set, is told of each destination's queue: its name and a
+	// function returning how many results wait in it.
+	Gauge func(name string, depth func() int)
+	// Progress, when set, is called after each batch a destination is done
+	// with; it must not block.
+	Progress func()
+}
+
+// Start runs the emit goroutines: one that batches and dispatches, one
+// per destination. It has nothing to pass on: out is closed once in is
+// closed and drained, and every destination has written (or dropped,
+// counted) its queue and closed its sinks.
+func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Config) error {
+	e := newEmitter(cfg.Destinations, cfg.Stats, cfg.Log)
+	e.progress = cfg.Progress
+	if cfg.Gauge != nil {
+		for name, depth := range e.queueDepths() {
+			cfg.Gauge(name, depth)
+		}
+	}
+	e.start(ctx, in, out)
+	return nil
+}
+
+// newEmitter returns an emit stage over the destinations.
+func newEmitter(dests []Destination, stats *counters.Stats, log *counters.RateLog) *emitter {
+	e := &emitter{stats: stats, log: log}
+	for _, d := range dests {
+		r := &destRunner{Destination: d}
+		r.chain = &chainRunner{chain: d.Chain, stats: stats, log: log}
+		// The queue's channel counts batches, Capacity results. An
+		// overflowing destination checks the results queued before each
+		// send, so its channel never fills and may have a slot per result.
+		// A waiting one is bounded by the channel alone: a slot per full
+		// batch keeps it at about Capacity results, as queue_size promises.
+		slots := max(d.Capacity, 1)
+		if len(dests) > 1 && !d.Blocking {
+			r.overflow = &chainRunner{chain: d.Overflow, stats: stats, log: log}
+		} else {
+			slots = max(d.Capacity/maxBatch, 1)
+		}
+		r.queue = make(chan *batch, slots)
+		e.dests = append(e.dests, r)
+	}
+	return e
+}
+
+// start runs the emit goroutines and closes done when they have finished.
+func (e *emitter) start(ctx context.Context, in <-chan sink.Item, done chan<- struct{}) {
+	var dispatch, workers sync.WaitGroup
+	for _, d := range e.dests {
+		d.chain.announce() // before its goroutine owns the chain
+		run(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(ctx, d) })
+	}
+	run(ctx, &dispatch, "emit", func(ctx context.Context) { e.dispatch(in) })
+	go func() {
+		dispatch.Wait()
+		for _, d := range e.dests {
+			close(d.queue)
+		}
+		workers.Wait()
+		for _, d := range e.dests {
+			for _, s := range append(d.Chain, d.Overflow...) {
+				if err := s.Close(); err != nil {
+					glog.Errorf("emit: closing %s: %v", s.Name(), err)
+				}
+			}
+		}
+		close(done)
+	}()
+}
+
+// Timing of results held back by a sink.
+const (
+	flushInterval = 100 * time.Millisecond
+	// holdOnExit bounds how long shutdown waits for held results to fit.
+	holdOnExit = 5 * time.Second
+)
+
+// dispatch drains in completely, even after cancellation: every result
+// that got this far was received from a client and must reach a sink or a
+// drop counter.
+func (e *emitter) dispatch(in <-chan sink.Item) {
+	tick := time.NewTicker(flushInterval)
+	defer tick.Stop()
+	items := make([]sink.Item, 0, maxBatch)
+	for {
+		var it sink.Item
+		var ok bool
+		select {
+		case it, ok = <-in:
+		case <-tick.C:
+			e.flushOverflow()
+			continue
+		}
+		if !ok {
+			for _, d := range e.dests {
+				if d.overflow != nil {
+					d.overflow.finish()
+				}
+			}
+			return
+		}
+		items = append(items[:0], it)
+	fill:
+		for len(items) < maxBatch {
+			select {
+			case it, ok := <-in:
+				if !ok {
+					break fill
+				}
+				items = append(items, it)
+			default:
+				break fill
+			}
+		}
+		e.hand(items)
+	}
+}
+
+// hand gives a batch to every destination. Each gets its own copy of the
+// slice, because a sink may reorder what it is given.
+func (e *emitter) hand(items []sink.Item) {
+	pending := new(atomic.Int32)
+	pending.Store(int32(len(e.dests)))
+	for _, d := range e.dests {
+		b := &batch{items: append([]sink.Item(nil), items...), pending: pending}
+		// A batch goes in while there is any room, so the queue holds at
+		// most Capacity+maxBatch-1 results.
+		if d.overflow != nil && d.queued.Load() >= int64(max(d.Capacity, 1)) {
+			e.stats.FellBack(d.Name).Add(uint64(len(items)))
+			e.log.Warningf("queue:"+d.Name, "%s queue full (%d results): %d results go to its fallback", d.Name, d.Capacity, len(items))
+			d.overflow.emit(b.items)
+			e.done(b)
+			continue
+		}
+		// Without an overflow (the only destination) this waits for room,
+		// so the pipeline, and the clients with it, wait.
+		d.queued.Add(int64(len(items)))
+		d.queue <- b
+	}
+}
+
+// done counts a destination's copy finished; the last copy of a batch
+// counts its results finished for the statistics.
+func (e *emitter) done(b *batch) {
+	if b.pending.Add(-1) == 0 {
+		e.stats.Finished.Add(uint64(len(b.items)))
+		observeLatency(&e.stats.Latency, b.items)
+	}
+	if e.progress != nil {
+		e.progress()
+	}
+}
+
+// serve is a destination's goroutine: it writes queued batches through its
+// chain and gives held results a chance on a timer.
+func (e *emitter) serve(ctx context.Context, d *destRunner) {
+	tick := time.NewTicker(flushInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case b, ok := <-d.queue:
+			if !ok {
+				d.chain.finish()
+				return
+			}
+			if d.Remote && ctx.Err() != nil {
+				e.stats.FellBack(d.Chain[0].Name()).Add(uint64(len(b.items)))
+				e.log.Warningf("abort:"+d.Name, "drain aborted: %d results queued for %s go to its fallback", len(b.items), d.Name)
+				d.chain.emitFrom(1, b.items)
+			} else {
+				d.chain.emit(b.items)
+			}
+			d.queued.Add(-int64(len(b.items)))
+			e.done(b)
+		case <-tick.C:
+			d.chain.flush()
+		}
+	}
+}
+
+// observeLatency adds the latency of every result of a finished batch that
+// came from a client: one clock read and a few atomic adds per batch.
+func observeLatency(l *counters.Latency, items []sink.Item) {
+	var lb counters.LatencyBatch
+	now := time.Now().UnixNano()
+	for i := range items {
+		if at := items[i].ReadAt; at != 0 {
+			lb.Observe(now - at)
+		}
+	}
+	l.Add(&lb)
+}
+
+func (e *emitter) flushOverflow() {
+	for _, d := range e.dests {
+		if d.overflow != nil {
+			d.overflow.flush()
+		}
+	}
+}
+
+// queueDepths reports, per destination, how many results wait in its queue.
+func (e *emitter) queueDepths() map[string]func() int {
+	m := map[string]func() int{}
+	for _, d := range e.dests {
+		m["destination_"+d.Name] = func() int { return int(d.queued.Load()) }
+	}
+	return m
+}
+
+// run starts fn in a goroutine labelled stage=name, so one CPU profile of the
+// daemon splits by stage (as the other stages' goroutines are).
+func run(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx context.Context)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pprof.Do(ctx, pprof.Labels("stage", name), fn)
+	}()
+}
