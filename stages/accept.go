@@ -16,6 +16,7 @@ import (
 
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/rawsys"
+	"nsca_fast/stages/stage"
 )
 
 // errAccept wraps failures to take over a listening socket.
@@ -84,7 +85,7 @@ func dupListeners(listeners []int) ([]int, error) {
 // it owns: see dupListeners), and one that adopts the connections sent on
 // in (inetd's). Closing in stops accepting: that is how a drain starts. out
 // is closed once every goroutine has returned.
-func startAccept(ctx context.Context, in <-chan int, out chan<- *clientConn, cfg acceptConfig, env Env) error {
+func startAccept(ctx context.Context, in <-chan int, out chan<- *clientConn, cfg acceptConfig, env stage.Env) error {
 	if cfg.admission == nil {
 		cfg.admission = &admission{stats: env.Stats, log: env.Log}
 	}
@@ -94,9 +95,9 @@ func startAccept(ctx context.Context, in <-chan int, out chan<- *clientConn, cfg
 	}
 	var wg sync.WaitGroup
 	for _, f := range a.files {
-		run(ctx, &wg, "accept", func(ctx context.Context) { a.loop(ctx, f, out) })
+		stage.Go(ctx, &wg, "accept", func(ctx context.Context) { a.loop(ctx, f, out) })
 	}
-	run(ctx, &wg, "accept", func(ctx context.Context) {
+	stage.Go(ctx, &wg, "accept", func(ctx context.Context) {
 		for fd := range in {
 			a.adopt(ctx, fd, out)
 		}
@@ -199,7 +200,7 @@ func (a *acceptor) admit(ctx context.Context, fd int, peer netip.AddrPort, out c
 	if a.cfg.handOff != nil && a.cfg.handOff(c) {
 		return true
 	}
-	if !send(ctx, out, c) {
+	if !stage.Send(ctx, out, c) {
 		unix.Close(fd)
 		a.stats.Open.Add(-1)
 		return false

@@ -9,6 +9,7 @@ import (
 
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/stage"
 )
 
 // Every connection gets an IV of its own, also across a refill of the
@@ -45,7 +46,7 @@ func TestAcceptWaitingForTheFlowStops(t *testing.T) {
 		f.take(&clientConn{}, int(f.limit.Load()))
 		ctx, cancel := context.WithCancel(context.Background())
 		in, out := make(chan int), make(chan *clientConn, 1)
-		env := Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
+		env := stage.Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
 		if err := startAccept(ctx, in, out, acceptConfig{Listeners: []int{fd}, flow: f}, env); err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/diagnose"
+	"nsca_fast/stages/stage"
 )
 
 // errCipher wraps failures to set up decryption.
@@ -158,7 +159,7 @@ func (k *keyed) trialDecrypt(st *cipher.State, iv, buf []byte, offset int) {
 // goroutine. Framing lives here because the packet size (one of
 // payload_length's) can only be decided by decrypting the first packet. out
 // is closed when all goroutines are done.
-func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- packet, dcfg decryptConfig, env Env) error {
+func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- packet, dcfg decryptConfig, env stage.Env) error {
 	n, depth, cfg := max(dcfg.Goroutines, 1), dcfg.Depth, dcfg.Cipher
 	stats, log := env.Stats, env.Log
 	ds := make([]*decrypter, n)
@@ -171,7 +172,7 @@ func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- packet, dcfg 
 		d.diag, d.clients, d.flow = env.Diagnose, env.Clients, dcfg.flow
 		ds[i] = d
 	}
-	startSharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
+	stage.Sharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
 		func(ctx context.Context, id int, in <-chan chunk) { ds[id].loop(ctx, in, out) },
 		func() {
 			closeDecrypters(ds)
@@ -325,7 +326,7 @@ func (d *decrypter) feedDecided(ctx context.Context, c *clientConn, buf []byte, 
 			d.stats.Received.Add(1)
 			p := packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
 			c.decrypt.cur, c.decrypt.curN = nil, 0
-			if !send(ctx, out, p) {
+			if !stage.Send(ctx, out, p) {
 				return
 			}
 		}
@@ -457,7 +458,7 @@ func (d *decrypter) finish(ctx context.Context, c *clientConn, why string, out c
 		if size == 0 {
 			size = d.sizes[0]
 		}
-		send(ctx, out, packet{Conn: c, Short: &shortPacket{Got: c.decrypt.curN, Want: size, Why: why}})
+		stage.Send(ctx, out, packet{Conn: c, Short: &shortPacket{Got: c.decrypt.curN, Want: size, Why: why}})
 	}
 	if c.decrypt.cur != nil {
 		putBuf(c.decrypt.cur)

@@ -1,31 +1,14 @@
 // Package stages is the nsca_fast pipeline: accept → read → decrypt →
 // validate → emit, one file per stage (the emit stage is package
 // stages/emit), wired together in server.go, with the helpers every stage
-// uses in stage.go. Memory and goroutine counts depend on the
+// uses in stages/stage. Memory and goroutine counts depend on the
 // configuration, never on how many clients connect. Outside the package
 // only Server (built by New or NewIn) and the configuration checks and
 // descriptions of describe.go are used.
 //
-// Every stage has one shape:
-//
-//		func startX(ctx context.Context, in <-chan I, out chan<- O, cfg xConfig, env Env) error
-//
-//	  - It starts a fixed number of goroutines, set by cfg (xConfig.Goroutines,
-//	    Readers, or one per listening socket and destination), each running the
-//	    stage's one function over in, and returns at once.
-//	  - It returns an error only when it cannot start, and then has started
-//	    nothing.
-//	  - Its goroutines end when in is closed and drained (for accept: closing
-//	    in stops accepting, which is how a drain begins), and the stage then
-//	    closes out. The emit stage has nothing to pass on: closing its out
-//	    says every destination has written its queue and closed its sinks.
-//	  - Every send on out also watches ctx (see send): cancelling ctx tears the
-//	    pipeline down without blocking any goroutine. Only emit keeps draining
-//	    in after cancellation, because what reached it was received from a
-//	    client and must end in a sink or a drop counter.
-//	  - A connection's items are handled by one goroutine of each stage
-//	    (startSharded shards by connection), which keeps one client's results
-//	    in order without locks.
+// Every stage has the one shape that package stages/stage describes and
+// gives (stage.Go, stage.Send, stage.Sharded, stage.Env): accept, read,
+// decrypt and validate here, emit in stages/emit.
 //
 // One hand-off is not a channel: accept gives a connection it greeted to a
 // reader by registering it with that reader's epoll set (readIntake). The
@@ -53,7 +36,7 @@
 // its own: each session's command in the pipeline is taken until its
 // outcome, and its accept waits at the gate while validate's input is full.
 //
-// The stages share counters and the rate-limited log through Env; the
+// The stages share counters and the rate-limited log through stage.Env; the
 // channels between them are bounded by queue_size, so a slow sink makes
 // the stages upstream wait and, at the end, the clients, as with stock.
 // Readers wait for their epoll sets in Go's poller, and the hot path's

@@ -22,6 +22,7 @@ import (
 	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/nscang"
 	"nsca_fast/stages/rawsys"
+	"nsca_fast/stages/stage"
 )
 
 // Errors of the nsca-ng listener.
@@ -126,7 +127,7 @@ type ngCommand struct {
 // owns from then on, even when it fails), sending their check results on
 // out. It stops accepting when stop is closed, gives open sessions
 // cfg.Grace, and calls closed once nothing more will be sent.
-func startNG(ctx context.Context, stop chan struct{}, out chan<- packet, closed func(), cfg ngConfig, env Env) error {
+func startNG(ctx context.Context, stop chan struct{}, out chan<- packet, closed func(), cfg ngConfig, env stage.Env) error {
 	ln := cfg.Listener
 	if err := openssl.Available(); err != nil {
 		ln.Close()
@@ -160,7 +161,7 @@ func startNG(ctx context.Context, stop chan struct{}, out chan<- packet, closed 
 	}
 	glog.Infof("nsca-ng: listening on %s (%d identities, %d session goroutines)", cfg.Listen, len(cfg.Identities.Keys()), len(s.workers))
 	var wg, cmds sync.WaitGroup
-	run(ctx, &wg, "nsca-ng:accept", func(ctx context.Context) {
+	stage.Go(ctx, &wg, "nsca-ng:accept", func(ctx context.Context) {
 		s.accept(ctx)
 		// At once: the kernel deals new connections to every socket of
 		// the port (a reload's successor listens beside this one), and
@@ -173,9 +174,9 @@ func startNG(ctx context.Context, stop chan struct{}, out chan<- packet, closed 
 	})
 	for _, w := range s.workers {
 		w.ctx = ctx
-		run(ctx, &wg, "nsca-ng", func(ctx context.Context) { w.loop(ctx) })
+		stage.Go(ctx, &wg, "nsca-ng", func(ctx context.Context) { w.loop(ctx) })
 	}
-	run(ctx, &cmds, "nsca-ng:commands", func(ctx context.Context) { s.writeCommands() })
+	stage.Go(ctx, &cmds, "nsca-ng:commands", func(ctx context.Context) { s.writeCommands() })
 	go func() {
 		select {
 		case <-stop:
@@ -892,7 +893,7 @@ func (s *ngSession) push(data []byte) {
 		}
 		// A writer that is behind makes this wait, as a full pipeline
 		// makes every stage wait.
-		s.handOn(len(data), func() bool { return send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) })
+		s.handOn(len(data), func() bool { return stage.Send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) })
 		return
 	}
 	t := cmd.Time
@@ -903,7 +904,7 @@ func (s *ngSession) push(data []byte) {
 	p := packet{Conn: s.conn, NG: &ngResult{Result: *cmd.Result, Time: t, Ack: func(err error) {
 		w.post(ngEvent{s: s, ack: true, err: err})
 	}}}
-	s.handOn(len(data), func() bool { return send(w.ctx, srv.out, p) })
+	s.handOn(len(data), func() bool { return stage.Send(w.ctx, srv.out, p) })
 }
 
 // handOn hands a pushed command of n bytes on with hand, which blocks

@@ -15,6 +15,7 @@ import (
 
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/stage"
 )
 
 // anyone is an identity with every right, from anywhere.
@@ -72,7 +73,7 @@ func TestNGOkayAfterAck(t *testing.T) {
 	stop, closed := make(chan struct{}), make(chan struct{})
 	cfg := ngConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
 		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
-	env := Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
+	env := stage.Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
 	if err := startNG(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestNGAcceptWaitsForTheQueue(t *testing.T) {
 	stop, closed := make(chan struct{}), make(chan struct{})
 	cfg := ngConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
 		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
-	env := Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
+	env := stage.Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
 	if err := startNG(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
 		t.Fatal(err)
 	}

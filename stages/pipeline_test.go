@@ -29,6 +29,7 @@ import (
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/stage"
 )
 
 func TestMain(m *testing.M) {
@@ -746,7 +747,7 @@ func TestRequestCloseAfterReaderExit(t *testing.T) {
 	in := make(chan *clientConn, 1)
 	out := make(chan chunk, 16)
 	ctx := t.Context()
-	if err := startRead(ctx, in, out, readConfig{Readers: 1, Timeout: 10 * time.Second, Grace: time.Second}, Env{Stats: stats, Log: counters.NewRateLog(time.Second, 5)}); err != nil {
+	if err := startRead(ctx, in, out, readConfig{Readers: 1, Timeout: 10 * time.Second, Grace: time.Second}, stage.Env{Stats: stats, Log: counters.NewRateLog(time.Second, 5)}); err != nil {
 		t.Fatal(err)
 	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)

@@ -15,6 +15,7 @@ import (
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/rawsys"
+	"nsca_fast/stages/stage"
 )
 
 // readConfig are the read stage's settings.
@@ -142,7 +143,7 @@ func (r *reader) wakeLocked() {
 // they send and forwards it, in order, as chunks to out, which it closes
 // once every reader has finished: after in is closed and the open
 // connections have ended or used up their grace.
-func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg readConfig, env Env) error {
+func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg readConfig, env stage.Env) error {
 	n := max(cfg.Readers, 1)
 	if cfg.flow == nil {
 		cfg.flow = newFlow(1, 1, nil)
@@ -165,8 +166,8 @@ func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg
 	}
 	var wg sync.WaitGroup
 	for _, r := range readers {
-		run(ctx, &wg, "read", func(ctx context.Context) { r.loop(ctx, out) })
-		run(ctx, &wg, "read", func(ctx context.Context) { r.adopt(in) })
+		stage.Go(ctx, &wg, "read", func(ctx context.Context) { r.loop(ctx, out) })
+		stage.Go(ctx, &wg, "read", func(ctx context.Context) { r.adopt(in) })
 	}
 	go func() {
 		wg.Wait()
@@ -344,7 +345,7 @@ func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) 
 		}
 		b := held
 		held = nil
-		return send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
+		return stage.Send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	for reads := 0; reads < maxReadsPerEvent; {
 		if r.flow.connSpent(c) {
@@ -525,7 +526,7 @@ func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out chan<- ch
 	// it is ever duplicated.
 	rawsys.Close(c.read.fd)
 	r.stats.Open.Add(-1)
-	send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
+	stage.Send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
 }
 
 // readHeader reads what there is of the connection's PROXY header and, once
@@ -594,7 +595,7 @@ func (r *reader) readHeader(ctx context.Context, c *clientConn, out chan<- chunk
 		b := getBuf(r.cfg.ChunkSize)
 		b = shrinkChunk(b, copy(b, rest))
 		r.flow.take(c, cap(b))
-		return send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
+		return stage.Send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	return true
 }

@@ -7,6 +7,7 @@ import (
 
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/stage"
 )
 
 // The candidate search: with several secrets (decryption_method lists
@@ -123,7 +124,7 @@ func (d *decrypter) matched(ctx context.Context, c *clientConn, k *keyed, readAt
 	d.stats.Received.Add(1)
 	p := packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
 	c.decrypt.cur, c.decrypt.curN = nil, 0
-	send(ctx, out, p)
+	stage.Send(ctx, out, p)
 }
 
 // unmatched hands c, whose first bytes no candidate decrypts, to the first

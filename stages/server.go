@@ -19,6 +19,7 @@ import (
 	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit"
 	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/stage"
 )
 
 // errConfig wraps settings the pipeline cannot run with.
@@ -256,12 +257,12 @@ func (s *Server) runPipeline(inetdFD int) error {
 			s.log.Eventf("were diagnosed (see /clients)", key, format, args...)
 		}})
 	defer diag.Close()
-	env := Env{Stats: s.stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
+	env := stage.Env{Stats: s.stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
 	for i, ch := range []func() int{
 		func() int { return len(conns) }, func() int { return len(chunks) },
 		func() int { return len(packets) }, func() int { return len(items) },
 	} {
-		env.gauge(stageQueues[i], ch)
+		env.Register(stageQueues[i], ch)
 	}
 	if inetdFD >= 0 {
 		s.adopt <- inetdFD
@@ -320,7 +321,7 @@ func (s *Server) runPipeline(inetdFD int) error {
 		input func()
 	}{
 		{func() error {
-			return emit.Start(ctx, items, done, emit.Config{Destinations: s.dests, Stats: env.Stats, Log: env.Log, Gauge: env.Gauge, Progress: env.Progress})
+			return emit.Start(ctx, items, done, emit.Config{Destinations: s.dests}, env)
 		}, func() { close(items) }},
 		{func() error { return startValidate(ctx, packets, items, validateCfg, env) }, func() { close(packets) }},
 		{ngStart, func() {

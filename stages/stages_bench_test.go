@@ -10,6 +10,7 @@ import (
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/stage"
 )
 
 // Benchmarks of the hot stages, one 4304-byte check per op, each stage run
@@ -22,8 +23,8 @@ import (
 
 const benchPassword = "bench-password"
 
-func benchEnv() Env {
-	return Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
+func benchEnv() stage.Env {
+	return stage.Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
 }
 
 // benchPlain is a valid plaintext send_nsca packet.

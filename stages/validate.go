@@ -18,6 +18,7 @@ import (
 	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/stage"
 )
 
 // The validate stage's own reasons to refuse a packet that decoded well.
@@ -48,9 +49,9 @@ type validateConfig struct {
 
 // startValidate runs n validate goroutines, sharded by connection so that
 // one client's results keep their order, and closes out when done.
-func startValidate(ctx context.Context, in <-chan packet, out chan<- sink.Item, cfg validateConfig, env Env) error {
+func startValidate(ctx context.Context, in <-chan packet, out chan<- sink.Item, cfg validateConfig, env stage.Env) error {
 	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log, clients: env.Clients}
-	startSharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p packet) uint64 { return p.Conn.ID },
+	stage.Sharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(p packet) uint64 { return p.Conn.ID },
 		func(ctx context.Context, _ int, in <-chan packet) {
 			for p := range in {
 				if p.NG != nil {
@@ -65,7 +66,7 @@ func startValidate(ctx context.Context, in <-chan packet, out chan<- sink.Item, 
 				}
 				item, ok := v.check(p)
 				putBuf(p.Data)
-				if ok && !send(ctx, out, item) {
+				if ok && !stage.Send(ctx, out, item) {
 					return
 				}
 			}
@@ -160,7 +161,7 @@ func (v *validator) ngResult(ctx context.Context, p packet, out chan<- sink.Item
 	if v.cfg.Debug {
 		glog.Infof("check from nsca-ng client %s: host=%q service=%q return_code=%d output=%q", c.Peer, r.Result.Host, r.Result.Service, r.Result.ReturnCode, r.Result.Output)
 	}
-	if !send(ctx, out, sink.Item{Result: r.Result, Time: r.Time}) {
+	if !stage.Send(ctx, out, sink.Item{Result: r.Result, Time: r.Time}) {
 		v.stats.Dropped(counters.DropShutdown).Add(1)
 		r.Ack(errNGShutdown)
 		return false

@@ -7,6 +7,7 @@
 // the local sinks of package sink, Icinga 2 (icinga2), Gearman (gearman),
 // the durable wrapper (durable); and it opens them for --replay (replay).
 //
-// It does not import package stages: the counters, the log and where it
-// registers its queues come in its Config.
+// It has the shape of every stage (package stages/stage) and does not
+// import package stages: the counters, the log and where it registers its
+// queues come in the stage.Env that Start is given, as for the others.
 package emit

@@ -2,7 +2,6 @@ package emit
 
 import (
 	"context"
-	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/stage"
 )
 
 // maxBatch bounds how many results one write to the sinks carries. Batching
@@ -23,7 +23,7 @@ type emitter struct {
 	dests    []*destRunner
 	stats    *counters.Stats
 	log      *counters.RateLog
-	progress func() // Config.Progress, or nil
+	progress func() // stage.Env.Progress, or nil
 }
 
 // destRunner runs one destination.
@@ -48,29 +48,17 @@ type Config struct {
 	// Destinations are where every result goes, each with its own queue
 	// and goroutine; the stage owns and closes their sinks.
 	Destinations []Destination
-	// Stats and Log count and log what the sinks took, held, passed on
-	// and dropped.
-	Stats *counters.Stats
-	Log   *counters.RateLog
-	// Gauge, when set, is told of each destination's queue: its name and a
-	// function returning how many results wait in it.
-	Gauge func(name string, depth func() int)
-	// Progress, when set, is called after each batch a destination is done
-	// with; it must not block.
-	Progress func()
 }
 
 // Start runs the emit goroutines: one that batches and dispatches, one
 // per destination. It has nothing to pass on: out is closed once in is
 // closed and drained, and every destination has written (or dropped,
 // counted) its queue and closed its sinks.
-func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Config) error {
-	e := newEmitter(cfg.Destinations, cfg.Stats, cfg.Log)
-	e.progress = cfg.Progress
-	if cfg.Gauge != nil {
-		for name, depth := range e.queueDepths() {
-			cfg.Gauge(name, depth)
-		}
+func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Config, env stage.Env) error {
+	e := newEmitter(cfg.Destinations, env.Stats, env.Log)
+	e.progress = env.Progress
+	for name, depth := range e.queueDepths() {
+		env.Register(name, depth)
 	}
 	e.start(ctx, in, out)
 	return nil
@@ -104,9 +92,9 @@ func (e *emitter) start(ctx context.Context, in <-chan sink.Item, done chan<- st
 	var dispatch, workers sync.WaitGroup
 	for _, d := range e.dests {
 		d.chain.announce() // before its goroutine owns the chain
-		run(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(ctx, d) })
+		stage.Go(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(ctx, d) })
 	}
-	run(ctx, &dispatch, "emit", func(ctx context.Context) { e.dispatch(in) })
+	stage.Go(ctx, &dispatch, "emit", func(ctx context.Context) { e.dispatch(in) })
 	go func() {
 		dispatch.Wait()
 		for _, d := range e.dests {
@@ -262,14 +250,4 @@ func (e *emitter) queueDepths() map[string]func() int {
 		m["destination_"+d.Name] = func() int { return int(d.queued.Load()) }
 	}
 	return m
-}
-
-// run starts fn in a goroutine labelled stage=name, so one CPU profile of the
-// daemon splits by stage (as the other stages' goroutines are).
-func run(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx context.Context)) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		pprof.Do(ctx, pprof.Labels("stage", name), fn)
-	}()
 }

@@ -1,4 +1,4 @@
-package stages
+package stage
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"nsca_fast/stages/diagnose"
 )
 
-// send delivers v unless the pipeline is being torn down. Every send between
+// Send delivers v unless the pipeline is being torn down. Every send between
 // stages goes through it, so a cancelled pipeline never blocks a goroutine.
-func send[T any](ctx context.Context, ch chan<- T, v T) bool {
+func Send[T any](ctx context.Context, ch chan<- T, v T) bool {
 	select {
 	case ch <- v:
 		return true
@@ -20,9 +20,9 @@ func send[T any](ctx context.Context, ch chan<- T, v T) bool {
 	}
 }
 
-// run starts fn in a goroutine labelled stage=name, so one CPU profile of the
+// Go starts fn in a goroutine labelled stage=name, so one CPU profile of the
 // daemon splits by stage.
-func run(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx context.Context)) {
+func Go(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx context.Context)) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -33,17 +33,17 @@ func run(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx conte
 // shardDepth is the capacity of each shard's channel.
 const shardDepth = 8
 
-// startSharded runs n workers of one stage. A dispatcher routes every item
+// Sharded runs n workers of one stage. A dispatcher routes every item
 // to the worker chosen by its shard key, so all items of one connection are
 // handled by one worker in arrival order; that is how results from one
 // client keep their order through stages that run in parallel. done runs
 // once every worker has returned (stages close their outbound channel there).
-func startSharded[T any](ctx context.Context, name string, in <-chan T, n, depth int, key func(T) uint64, worker func(ctx context.Context, id int, in <-chan T), done func()) {
+func Sharded[T any](ctx context.Context, name string, in <-chan T, n, depth int, key func(T) uint64, worker func(ctx context.Context, id int, in <-chan T), done func()) {
 	if n <= 1 {
 		// One worker keeps arrival order by itself: no dispatcher, and one
 		// goroutine hand-off less per item.
 		var wg sync.WaitGroup
-		run(ctx, &wg, name, func(ctx context.Context) { worker(ctx, 0, in) })
+		Go(ctx, &wg, name, func(ctx context.Context) { worker(ctx, 0, in) })
 		go func() {
 			wg.Wait()
 			done()
@@ -58,17 +58,17 @@ func startSharded[T any](ctx context.Context, name string, in <-chan T, n, depth
 		// what is queued (and to a check's wait) under load.
 		shards[i] = make(chan T, min(depth, shardDepth))
 		id, ch := i, shards[i]
-		run(ctx, &wg, name, func(ctx context.Context) { worker(ctx, id, ch) })
+		Go(ctx, &wg, name, func(ctx context.Context) { worker(ctx, id, ch) })
 	}
 	var dispatch sync.WaitGroup
-	run(ctx, &dispatch, name, func(ctx context.Context) {
+	Go(ctx, &dispatch, name, func(ctx context.Context) {
 		defer func() {
 			for _, ch := range shards {
 				close(ch)
 			}
 		}()
 		for v := range in {
-			if !send(ctx, shards[key(v)%uint64(n)], v) {
+			if !Send(ctx, shards[key(v)%uint64(n)], v) {
 				return
 			}
 		}
@@ -99,7 +99,8 @@ type Env struct {
 	Diagnose *diagnose.Diagnoser
 }
 
-func (e Env) gauge(name string, depth func() int) {
+// Register tells Gauge, when set, of a queue and how to read its depth.
+func (e Env) Register(name string, depth func() int) {
 	if e.Gauge != nil {
 		e.Gauge(name, depth)
 	}
