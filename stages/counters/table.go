@@ -177,8 +177,6 @@ var (
 	snapType    = reflect.TypeFor[Snapshot]()
 	keyedStats  = reflect.TypeFor[map[string]uint64]()
 	keyedGauges = reflect.TypeFor[map[string]int64]()
-	// accessorType is a family's method on Stats, (*Stats).Emitted.
-	accessorType = reflect.TypeFor[func(*Stats, string) *atomic.Uint64]()
 )
 
 // snapshotOnly are the Snapshot fields that are not rows: they have
@@ -298,9 +296,10 @@ func (r *row) resolveField() error {
 		if inStats {
 			return fmt.Errorf("a family by key is kept in Stats by key, not in a field Stats.%s", r.field)
 		}
-		if m, ok := reflect.TypeFor[*Stats]().MethodByName(r.field); !r.external && (!ok || m.Type != accessorType) {
-			return fmt.Errorf("no method Stats.%s(key string) *atomic.Uint64", r.field)
-		}
+		// Its accessor, Stats.<field>(key), is checked by
+		// TestKeyedFamiliesHaveAccessors: looking a method up by name here
+		// would make the linker keep every exported method of the binary
+		// (1.8 MB more, and about 2 MB more RSS per process).
 		return nil
 	case !inStats || len(lf.Index) != 1:
 		return fmt.Errorf("no field Stats.%s, or Snapshot.%s is not a map[string]uint64", r.field, r.field)

@@ -230,3 +230,20 @@ func TestCheckRowsRefuses(t *testing.T) {
 		t.Fatalf("the table after the cases: %v", err)
 	}
 }
+
+// TestKeyedFamiliesHaveAccessors: every family by key that Stats keeps has
+// its accessor, Stats.<field>(key) *atomic.Uint64, through which the
+// stages count into it. (checkRows cannot look methods up by name without
+// making the linker keep every method of the daemon.)
+func TestKeyedFamiliesHaveAccessors(t *testing.T) {
+	want := reflect.TypeFor[func(*Stats, string) *atomic.Uint64]()
+	if len(statsKeyed) == 0 {
+		t.Fatal("no family by key in the table")
+	}
+	for _, r := range statsKeyed {
+		m, ok := reflect.TypeFor[*Stats]().MethodByName(r.field)
+		if !ok || m.Type != want {
+			t.Errorf("no method Stats.%s(key string) *atomic.Uint64", r.field)
+		}
+	}
+}
