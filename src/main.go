@@ -18,9 +18,7 @@ import (
 	"nsca_fast/stages"
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/emit"
-	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/replay"
-	"nsca_fast/stages/emit/sink"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -94,11 +92,13 @@ func run(args []string) int {
 			}
 		}()
 	}
-	// What the sinks of every pipeline this process runs share.
-	process := emit.Process{Slot: -1, Reopens: &sink.Reopener{}, Stamps: &gearman.Stamps{}}
+	// What every pipeline this process runs shares; each worker has
+	// durable queues of its own.
+	slot := -1
 	if worker != nil {
-		process.Slot = worker.Slot // each worker has durable queues of its own
+		slot = worker.Slot
 	}
+	process := stages.NewProcess(slot)
 	app := &proc.App{
 		Args:          args,
 		Load:          func() (*conf.Config, error) { return loadConfig(o) },
@@ -108,6 +108,7 @@ func run(args []string) int {
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
 		CgoGoroutines: stages.CgoGoroutines,
 		Reopen:        process.Reopens.Reopen,
+		Clients:       process.Clients,
 		Version:       Version,
 	}
 	switch {

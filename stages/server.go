@@ -18,6 +18,7 @@ import (
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit"
+	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/stage"
 )
@@ -36,6 +37,8 @@ type Server struct {
 	// sockets, which its accept stage owns once it runs.
 	listeners []int
 	dests     []emit.Destination
+	// clients is the process's table of sources, for /clients.
+	clients   *diagnose.Registry
 	acceptCfg acceptConfig
 	// adopt feeds the accept stage connections accepted elsewhere
 	// (inetd); closing it stops accepting.
@@ -142,16 +145,35 @@ func cipherOf(cfg *conf.Config) (cipherConfig, error) {
 	return cc, nil
 }
 
+// Process is what every pipeline a process runs shares, across reloads:
+// what its sinks share (its worker slot, SIGUSR1's reopen requests,
+// Gearman's start_times) and the table of the sources its clients came
+// from, which /clients serves.
+type Process struct {
+	emit.Process
+	Clients *diagnose.Registry
+}
+
+// NewProcess returns what the pipelines of the process in worker slot
+// share, or of the daemon's only process with slot -1.
+func NewProcess(slot int) Process {
+	return Process{
+		Process: emit.Process{Slot: slot, Reopens: &sink.Reopener{}, Stamps: &gearman.Stamps{}},
+		Clients: diagnose.NewRegistry(),
+	}
+}
+
 // New checks the config and builds a server on already listening sockets
 // (none for ServeOne), with counters of its own, for a process of its own
 // (the daemon's only one, without SIGUSR1's reopens).
 func New(cfg *conf.Config, listeners []int) (*Server, error) {
-	return NewIn(cfg, listeners, emit.Process{Slot: -1})
+	return NewIn(cfg, listeners, Process{Process: emit.Process{Slot: -1}, Clients: diagnose.NewRegistry()})
 }
 
-// NewIn is New in the process p, whose worker slot, reopen requests and
-// Gearman start_times its sinks share with the process's other pipelines.
-func NewIn(cfg *conf.Config, listeners []int, p emit.Process) (*Server, error) {
+// NewIn is New in the process p, whose worker slot, reopen requests,
+// Gearman start_times and sources table it shares with the process's other
+// pipelines.
+func NewIn(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 	cipher, err := cipherOf(cfg)
 	if err != nil {
 		return nil, err
@@ -166,8 +188,8 @@ func NewIn(cfg *conf.Config, listeners []int, p emit.Process) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	s := &Server{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher}
-	dests, err := emit.Destinations(cfg, p, s.stats, s.log)
+	s := &Server{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher, clients: p.Clients}
+	dests, err := emit.Destinations(cfg, p.Process, s.stats, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -252,12 +274,12 @@ func (s *Server) runPipeline(inetdFD int) error {
 	packets := make(chan packet, depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
-	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: diagnose.Clients,
+	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: s.clients,
 		Logf: func(key, format string, args ...any) {
 			s.log.Eventf("were diagnosed (see /clients)", key, format, args...)
 		}})
 	defer diag.Close()
-	env := stage.Env{Stats: s.stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: diagnose.Clients, Diagnose: diag}
+	env := stage.Env{Stats: s.stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: s.clients, Diagnose: diag}
 	for i, ch := range []func() int{
 		func() int { return len(conns) }, func() int { return len(chunks) },
 		func() int { return len(packets) }, func() int { return len(items) },

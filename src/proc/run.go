@@ -14,6 +14,7 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/diagnose"
 )
 
 // Server is one pipeline as a run mode drives it: Run serves until the
@@ -49,6 +50,9 @@ type App struct {
 	// Reopen makes the sinks of this process open the files they append
 	// to anew, on SIGUSR1 (nil: nothing to do).
 	Reopen func()
+	// Clients is the table of client sources this process's pipelines
+	// fill, which /clients serves (a worker's goes to its supervisor).
+	Clients *diagnose.Registry
 	// Version is the daemon's version, for nsca_build_info.
 	Version string
 

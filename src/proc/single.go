@@ -11,7 +11,6 @@ import (
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
-	"nsca_fast/stages/diagnose"
 )
 
 // RunSingle serves in this process (nsca_workers=0). SIGHUP builds a new
@@ -50,7 +49,7 @@ func (a *App) RunSingle(cfg *conf.Config) int {
 	}
 	s.statsDir = cfg.DirStats
 	defer func() { s.stats.Stop() }()
-	a.serveMetrics(cfg, s.totals.Sum, nil, diagnose.Clients.Handler())
+	a.serveMetrics(cfg, s.totals.Sum, nil, a.Clients.Handler())
 	a.running = cfg
 	stopStats := make(chan struct{})
 	go counters.ReportEvery(s.totals.Sum, time.Duration(cfg.StatsInterval)*time.Second, stopStats)

@@ -9,7 +9,6 @@ import (
 	"github.com/golang/glog"
 
 	"nsca_fast/conf"
-	"nsca_fast/stages/diagnose"
 )
 
 // reportInterval is how often a worker sends its counters to the
@@ -64,7 +63,7 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	// Counters first: the supervisor's /metrics shows every series from
 	// the moment the worker serves.
 	w.Report(srv.Snapshot())
-	w.ServeClients(diagnose.Clients)
+	w.ServeClients(a.Clients)
 	w.Ready()
 	err = srv.Run()
 	close(stop)

@@ -41,10 +41,6 @@ type Source struct {
 	LastSeen    time.Time  `json:"t"`
 }
 
-// Clients is the process's table, kept across reloads, which the pipeline
-// fills and the metrics listener serves as /clients.
-var Clients = NewRegistry()
-
 // NewRegistry returns an empty Registry.
 func NewRegistry() *Registry { return &Registry{sources: map[netip.Addr]*Source{}} }
 
