@@ -5,7 +5,9 @@
 //
 // Every option is one row of a table (options.go); parsing, defaults,
 // validation, Dump and Options all read that table, so adding an option is
-// adding a row and a Config field.
+// adding a row and a Config field. A remote engine's options are one field
+// of Config, their rows and checks declared by the engine's package and
+// nested into the table (see engines).
 package conf
 
 import (
@@ -16,12 +18,12 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"nsca_fast/cgo/openssl"
+	"nsca_fast/conf/option"
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/icinga2"
@@ -155,9 +157,9 @@ var embedded []byte
 func Default() *Config {
 	c := &Config{Lines: map[string]int{}}
 	for _, o := range options {
-		if err := o.kind.set(c, o.def); err != nil {
+		if err := o.Kind.Set(c, o.Default); err != nil {
 			// The table is wrong: a build bug that the tests catch.
-			panic(fmt.Sprintf("conf: default of %s: %v", o.name, err))
+			panic(fmt.Sprintf("conf: default of %s: %v", o.Name, err))
 		}
 	}
 	return c
@@ -223,10 +225,10 @@ func Parse(file string, data []byte) (*Config, error) {
 			return nil, c.lineErr(n, ErrUnknownOption, unknownReason(name))
 		}
 		if strings.HasSuffix(value, "\r") {
-			c.warnf(n, "%s: %s", name, o.crlfWarning())
+			c.warnf(n, "%s: %s", name, o.CRLFWarning())
 		}
-		if err := o.kind.set(c, value); err != nil {
-			return nil, c.lineErr(n, ErrBadValue, o.describe(value, err))
+		if err := o.Kind.Set(c, value); err != nil {
+			return nil, c.lineErr(n, ErrBadValue, o.Describe(value, err))
 		}
 		c.Lines[name] = n
 	}
@@ -249,8 +251,8 @@ func Embedded() *Config {
 // rules that involve several options.
 func (c *Config) Validate() error {
 	for _, o := range options {
-		if err := o.kind.check(c); err != nil {
-			return fmt.Errorf("conf: %s: %s: %w", c.where(o.name), o.describe(o.kind.text(c), err), ErrBadValue)
+		if err := o.Kind.Check(c); err != nil {
+			return fmt.Errorf("conf: %s: %s: %w", c.where(o.Name), o.Describe(o.Kind.Text(c), err), ErrBadValue)
 		}
 	}
 	if c.CommandFile == "" && c.CheckResultPath == "" && !c.RemoteSinks() {
@@ -283,7 +285,7 @@ func (c *Config) Validate() error {
 func (c *Config) PathError(name string, err error) error {
 	value := ""
 	if o := byName[name]; o != nil {
-		value = show(o.kind.text(c))
+		value = show(o.Kind.Text(c))
 	}
 	return fmt.Errorf("conf: %s: %s=%s: %w: %w", c.where(name), name, value, err, ErrBadValue)
 }
@@ -297,14 +299,14 @@ func (c *Config) Dump() []string {
 	for _, o := range options {
 		var v string
 		switch {
-		case o.secret && o.kind.text(c) == "":
+		case o.Secret && o.Kind.Text(c) == "":
 			v = "(empty)"
-		case o.secret:
+		case o.Secret:
 			v = "********"
 		default:
-			v = show(o.kind.text(c))
+			v = show(o.Kind.Text(c))
 		}
-		out = append(out, o.name+"="+v)
+		out = append(out, o.Name+"="+v)
 	}
 	return out
 }
@@ -315,8 +317,8 @@ func (c *Config) Dump() []string {
 func (c *Config) Changed(old *Config) []string {
 	var out []string
 	for _, o := range options {
-		if o.kind.text(c) != o.kind.text(old) {
-			out = append(out, o.name)
+		if o.Kind.Text(c) != o.Kind.Text(old) {
+			out = append(out, o.Name)
 		}
 	}
 	return out
@@ -362,7 +364,7 @@ type Option struct {
 func Options() []Option {
 	out := make([]Option, len(options))
 	for i, o := range options {
-		out[i] = Option{Name: o.name, Default: o.def, Origin: o.origin, Doc: o.doc}
+		out[i] = Option{Name: o.Name, Default: o.Default, Origin: o.Origin, Doc: o.Doc}
 	}
 	return out
 }
@@ -410,21 +412,15 @@ func unknownReason(name string) string {
 	return "option " + show(name)
 }
 
-// show returns s as it appears in messages and Dump: bare when that is
-// unambiguous, Go-quoted when it is empty, has surrounding blanks, starts
-// with a quote, or holds control characters or invalid UTF-8.
-func show(s string) string {
-	if s == "" || strings.TrimSpace(s) != s || s[0] == '"' || !utf8.ValidString(s) ||
-		strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return strconv.Quote(s)
-	}
-	return s
-}
+// show is how every message of this package shows a value.
+func show(s string) string { return option.Show(s) }
 
 // RemoteSinks says whether results also leave the machine: to Icinga 2's API
 // or to Gearman. check_result_path and alternate_dump_file then serve as
 // their fallbacks rather than as sinks of their own (see LocalSinks).
-func (c *Config) RemoteSinks() bool { return c.Icinga2.URL != "" || c.Gearman.Servers != "" }
+func (c *Config) RemoteSinks() bool {
+	return slices.ContainsFunc(engines, func(e engine) bool { return e.options(c).On() })
+}
 
 // LocalSinks says whether results are written to the local core's command
 // file or spool: always when no remote sink is set, otherwise only when
@@ -466,29 +462,79 @@ func (c *Config) validateRemote() error {
 		return conflict("proxy_protocol", "proxy_protocol=1 needs proxy_protocol_trusted: the addresses of "+
 			"the load balancers allowed to send a PROXY header")
 	}
-	for _, f := range []struct{ name, value string }{{"icinga2_fallback", c.Icinga2.Fallback}, {"gearman_fallback", c.Gearman.Fallback}} {
-		switch c.Fallback(f.value) {
+	for _, e := range engines {
+		name, value := e.fallback(c)
+		switch c.Fallback(value) {
 		case FallbackSpool:
 			if c.CheckResultPath == "" {
-				return conflict(f.name, "%s=spool needs check_result_path", f.name)
+				return conflict(name, "%s=spool needs check_result_path", name)
 			}
 		case FallbackDump:
 			if c.AlternateDumpFile == "" {
-				return conflict(f.name, "%s=dump needs alternate_dump_file", f.name)
+				return conflict(name, "%s=dump needs alternate_dump_file", name)
 			}
 		}
 	}
-	if c.Icinga2.URL != "" {
-		if err := c.Icinga2.Validate(); err != nil {
-			return c.engineError(err)
-		}
-	}
-	if c.Gearman.Servers != "" {
-		if err := c.Gearman.Validate(); err != nil {
-			return c.engineError(err)
+	for _, e := range engines {
+		if o := e.options(c); o.On() {
+			if err := o.Validate(); err != nil {
+				return c.engineError(err)
+			}
 		}
 	}
 	return nil
+}
+
+// engine is a remote engine as Config holds it: a field of Config whose
+// rows and Validate are the engine package's, plus the <name>_fallback row,
+// which is this package's since it resolves and checks every fallback.
+type engine struct {
+	rows     []row                              // in table order, <name>_fallback last
+	options  func(*Config) engineOptions        // its field of Config
+	fallback func(*Config) (name, value string) // its <name>_fallback option
+}
+
+// engineOptions is what Config asks of a remote engine's options besides
+// their rows.
+type engineOptions interface {
+	On() bool        // the engine is configured
+	Validate() error // the options as a whole, when on; a *sink.OptionError
+	Files() []string // the options naming files the engine reads
+}
+
+// engines are the remote engines, in table order. Adding one is a field of
+// Config and an entry here.
+var engines = []engine{
+	remote("icinga2", func(c *Config) *icinga2.Options { return &c.Icinga2 }, icinga2.Rows(),
+		func(o *icinga2.Options) *string { return &o.Fallback }),
+	remote("gearman", func(c *Config) *gearman.Options { return &c.Gearman }, gearman.Rows(),
+		func(o *gearman.Options) *string { return &o.Fallback }),
+}
+
+// remote makes the engine called name whose options get finds in a
+// Config: rows are its package's, fallback finds the field of its
+// <name>_fallback option.
+func remote[T any, PT interface {
+	*T
+	engineOptions
+}](name string, get func(*Config) *T, rows []option.Row[T], fallback func(*T) *string) engine {
+	fb := name + "_fallback"
+	rows = append(rows[:len(rows):len(rows)], option.Row[T]{Name: fb, Origin: option.OriginNew,
+		Kind: option.Text(fallback, validFallback), Doc: fallbackDoc(name)})
+	return engine{
+		rows:     option.Nest(get, rows),
+		options:  func(c *Config) engineOptions { return PT(get(c)) },
+		fallback: func(c *Config) (string, string) { return fb, *fallback(get(c)) },
+	}
+}
+
+// engineRows are the rows of every remote engine, in table order.
+func engineRows() []row {
+	var out []row
+	for _, e := range engines {
+		out = append(out, e.rows...)
+	}
+	return out
 }
 
 // engineError reports a remote engine's *sink.OptionError with the file

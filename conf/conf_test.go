@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/cgo/openssl"
+	"nsca_fast/conf/option"
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/icinga2"
@@ -88,10 +89,10 @@ func TestTableMatchesConfig(t *testing.T) {
 		if o.Doc == "" {
 			t.Errorf("option %s has no doc", o.Name)
 		}
-		if !slices.Contains([]string{originStock, originNscaFast, originNew}, o.Origin) {
+		if !slices.Contains([]string{option.OriginStock, option.OriginNscaFast, option.OriginNew}, o.Origin) {
 			t.Errorf("option %s has origin %q", o.Name, o.Origin)
 		}
-		if got := byName[o.Name].kind.text(d); got != o.Default {
+		if got := byName[o.Name].Kind.Text(d); got != o.Default {
 			t.Errorf("option %s: table default %q, Default() holds %q", o.Name, o.Default, got)
 		}
 	}
@@ -260,7 +261,7 @@ func TestOptionValues(t *testing.T) {
 	}
 	for _, o := range options {
 		var valid, invalid int
-		for _, c := range cases[o.name] {
+		for _, c := range cases[o.Name] {
 			if c.err == "" {
 				valid++
 			} else {
@@ -268,7 +269,7 @@ func TestOptionValues(t *testing.T) {
 			}
 		}
 		if valid == 0 || invalid == 0 {
-			t.Errorf("option %s: %d valid and %d invalid cases; want some of each", o.name, valid, invalid)
+			t.Errorf("option %s: %d valid and %d invalid cases; want some of each", o.Name, valid, invalid)
 		}
 	}
 	for name, list := range cases {
@@ -400,7 +401,7 @@ nsca_ng_tls_ciphers=PSK
 		NscaNGTimeout: 20, NscaNGMaxCommandSize: 21, NscaNGCiphers: "PSK", Lines: map[string]int{},
 	}
 	for i, o := range options {
-		want.Lines[o.name] = i + 1
+		want.Lines[o.Name] = i + 1
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", c, want)
@@ -561,8 +562,8 @@ func TestDump(t *testing.T) {
 		t.Fatalf("%d lines for %d options", len(lines), len(options))
 	}
 	for i, o := range options {
-		if !strings.HasPrefix(lines[i], o.name+"=") {
-			t.Errorf("line %d is %q, want option %s (table order)", i, lines[i], o.name)
+		if !strings.HasPrefix(lines[i], o.Name+"=") {
+			t.Errorf("line %d is %q, want option %s (table order)", i, lines[i], o.Name)
 		}
 	}
 	if v := dumpValue(t, d, "password"); v != "(empty)" {
@@ -830,15 +831,15 @@ func TestSample(t *testing.T) {
 		"command_file": true, "alternate_dump_file": true}
 	d := Default()
 	for _, o := range options {
-		if !strings.Contains(text, "\n"+o.name+"=") && !strings.Contains(text, "\n#"+o.name+"=") {
-			t.Errorf("sample has no line for %s", o.name)
+		if !strings.Contains(text, "\n"+o.Name+"=") && !strings.Contains(text, "\n#"+o.Name+"=") {
+			t.Errorf("sample has no line for %s", o.Name)
 		}
-		if !strings.Contains(text, "\n# "+o.name+":") && !strings.Contains(text, "\n# "+o.name+", ") &&
-			!strings.Contains(text, ", "+o.name+":") {
-			t.Errorf("sample does not explain %s", o.name)
+		if !strings.Contains(text, "\n# "+o.Name+":") && !strings.Contains(text, "\n# "+o.Name+", ") &&
+			!strings.Contains(text, ", "+o.Name+":") {
+			t.Errorf("sample does not explain %s", o.Name)
 		}
-		if _, set := c.Lines[o.name]; set && !deliberate[o.name] && o.kind.text(c) != o.kind.text(d) {
-			t.Errorf("sample sets %s=%s, but its default is %s", o.name, o.kind.text(c), o.kind.text(d))
+		if _, set := c.Lines[o.Name]; set && !deliberate[o.Name] && o.Kind.Text(c) != o.Kind.Text(d) {
+			t.Errorf("sample sets %s=%s, but its default is %s", o.Name, o.Kind.Text(c), o.Kind.Text(d))
 		}
 	}
 }

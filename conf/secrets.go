@@ -24,7 +24,7 @@ var ErrSecrets = errors.New("conf: secrets")
 // reports name; the others are MoreMethods.
 type methodsKind struct{}
 
-func (methodsKind) set(c *Config, s string) error {
+func (methodsKind) Set(c *Config, s string) error {
 	s = strings.Trim(strings.TrimSuffix(s, "\r"), " \t")
 	entries := strings.Split(s, ",")
 	var ms []int
@@ -54,7 +54,7 @@ func (methodsKind) set(c *Config, s string) error {
 	return nil
 }
 
-func (methodsKind) check(c *Config) error {
+func (methodsKind) Check(c *Config) error {
 	for _, m := range c.Methods() {
 		if err := validMethod(m.Number); err != nil {
 			return err
@@ -63,7 +63,7 @@ func (methodsKind) check(c *Config) error {
 	return nil
 }
 
-func (methodsKind) text(c *Config) string {
+func (methodsKind) Text(c *Config) string {
 	parts := []string{}
 	for _, m := range c.Methods() {
 		parts = append(parts, formatMethod(m.Number))
@@ -71,7 +71,7 @@ func (methodsKind) text(c *Config) string {
 	return strings.Join(parts, ",")
 }
 
-func (methodsKind) numeric() bool { return true }
+func (methodsKind) Numeric() bool { return true }
 
 // Methods returns every method decryption_method lists, the first being
 // Method.

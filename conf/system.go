@@ -40,10 +40,10 @@ type Start struct {
 // exist; a missing nsca_chroot; a pid_file whose directory is missing or
 // cannot be written; a server_address that does not resolve; a
 // command_file that is a directory; a check_result_path, an
-// alternate_dump_file's directory, a gearman_keyfile or an Icinga 2
-// certificate that the daemon's user (nsca_user, inside nsca_chroot, as
-// the sinks open them after privileges are dropped) cannot use. It adds a
-// warning when a reload will read the configuration file as nsca_user and
+// alternate_dump_file's directory, or a file a remote engine reads (a
+// gearman_keyfile, an Icinga 2 certificate) that the daemon's user
+// (nsca_user, inside nsca_chroot, as the sinks open them after privileges
+// are dropped) cannot use. It adds a warning when a reload will read the configuration file as nsca_user and
 // that user cannot read it.
 func (c *Config) CheckSystem(s Start) error {
 	a, err := c.Account()
@@ -140,14 +140,13 @@ func (c *Config) checkPaths(a Account) error {
 		}
 	}
 	var keys []string
-	if c.Gearman.Servers != "" && c.Gearman.Encryption && c.Gearman.KeyFile != "" {
-		keys = append(keys, "gearman_keyfile")
-	}
-	if c.Icinga2.URL != "" {
-		keys = append(keys, "icinga2_client_cert", "icinga2_client_key", "icinga2_ca_file")
+	for _, e := range engines {
+		if o := e.options(c); o.On() {
+			keys = append(keys, o.Files()...)
+		}
 	}
 	for _, name := range keys {
-		path := byName[name].kind.text(c)
+		path := byName[name].Kind.Text(c)
 		if path == "" {
 			continue
 		}

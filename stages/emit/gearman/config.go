@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -79,7 +78,7 @@ type Gearman struct {
 // down does not stop the daemon.
 func New(o Options) (*Gearman, error) {
 	g := &Gearman{Stamps: &Stamps{}, queue: o.Queue, timeout: o.Timeout, retry: sink.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}}
-	g.servers, _ = serverList(o.Servers)
+	g.servers = serverList(o.Servers)
 	if g.queue == "" {
 		g.queue = DefaultQueue
 	}
@@ -105,38 +104,20 @@ func New(o Options) (*Gearman, error) {
 	return g, nil
 }
 
-// serverList reads a gearman_server list: host:port entries, separated by
-// commas, each given the default port when it has none, as mod_gearman's
-// server list does.
-func serverList(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("no job server given")
-	}
+// serverList is the job servers of a gearman_server list, as
+// checkServers accepts it, in order. An entry without a port, which only a
+// caller of New can give, gets Gearman's registered one, as in
+// mod_gearman's server list.
+func serverList(s string) []string {
 	var out []string
 	for _, entry := range strings.Split(s, ",") {
-		addr, err := gearmanAddr(entry)
+		entry = strings.TrimSpace(entry)
+		host, port, err := net.SplitHostPort(entry)
 		if err != nil {
-			return nil, err
+			// No port: host, or a bare IPv6 address.
+			host, port = strings.Trim(entry, "[]"), defaultPort
 		}
-		out = append(out, addr)
+		out = append(out, net.JoinHostPort(host, port))
 	}
-	return out, nil
-}
-
-// gearmanAddr gives s the default port when it has none and checks it is
-// host:port.
-func gearmanAddr(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return "", errors.New("empty job server address")
-	}
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		// No port: host, or a bare IPv6 address.
-		host, port = strings.Trim(s, "[]"), defaultPort
-	}
-	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		return "", fmt.Errorf("job server %q: bad port", s)
-	}
-	return net.JoinHostPort(host, port), nil
+	return out
 }

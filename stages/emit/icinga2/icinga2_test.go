@@ -169,8 +169,8 @@ func TestNewIcingaValidates(t *testing.T) {
 		change func(*Config)
 		want   string
 	}{
-		{"no url", func(c *Config) { c.URL = "" }, "scheme"},
-		{"ftp", func(c *Config) { c.URL = "ftp://icinga" }, "scheme"},
+		{"no url", func(c *Config) { c.URL = "" }, "must start with https://"},
+		{"ftp", func(c *Config) { c.URL = "ftp://icinga" }, "must start with https://"},
 		{"no host", func(c *Config) { c.URL = "https:///v1" }, "no host"},
 		{"credentials in url", func(c *Config) { c.URL = "https://u:p@icinga:5665" }, "credentials"},
 		{"query", func(c *Config) { c.URL = "https://icinga:5665/?x=1" }, "query"},
