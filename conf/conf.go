@@ -246,6 +246,9 @@ func Embedded() *Config {
 	return c
 }
 
+// NoSink is why a configuration with no destination at all is refused.
+const NoSink = "no sink: set command_file, check_result_path, icinga2_api_url or gearman_server"
+
 // Validate checks every field against its option's rules again (the daemon
 // may have changed fields from the command line since parsing) and then the
 // rules that involve several options.
@@ -256,8 +259,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.CommandFile == "" && c.CheckResultPath == "" && !c.RemoteSinks() {
-		return fmt.Errorf("conf: %s: no sink: set command_file, check_result_path, icinga2_api_url or "+
-			"gearman_server: %w", c.where(""), ErrConflict)
+		return fmt.Errorf("conf: %s: %s: %w", c.where(""), NoSink, ErrConflict)
 	}
 	if err := c.validateRemote(); err != nil {
 		return err

@@ -172,14 +172,14 @@ type remote struct {
 // remotes lists the remote destination kinds, on or off in cfg.
 func remotes(cfg *conf.Config, p Process, stats *counters.Stats, log *counters.RateLog) []remote {
 	return []remote{
-		{cfg.Icinga2.URL != "", "icinga2", "icinga2_api_url", cfg.Icinga2.Fallback, cfg.Icinga2.QueueSize, func() (sink.Sink, error) {
+		{cfg.Icinga2.On(), "icinga2", "icinga2_api_url", cfg.Icinga2.Fallback, cfg.Icinga2.QueueSize, func() (sink.Sink, error) {
 			s, err := icinga2.New(icinga2.Config{Options: cfg.Icinga2, Stats: stats, Log: log})
 			if err != nil {
 				return nil, optionError(cfg, "icinga2_api_url", err)
 			}
 			return s, nil
 		}},
-		{cfg.Gearman.Servers != "", "gearman", "gearman_server", cfg.Gearman.Fallback, cfg.Gearman.QueueSize, func() (sink.Sink, error) {
+		{cfg.Gearman.On(), "gearman", "gearman_server", cfg.Gearman.Fallback, cfg.Gearman.QueueSize, func() (sink.Sink, error) {
 			s, err := gearman.New(cfg.Gearman)
 			if err != nil {
 				return nil, optionError(cfg, "gearman_server", err)
@@ -279,7 +279,7 @@ func Destinations(cfg *conf.Config, p Process, stats *counters.Stats, log *count
 		}
 	}
 	if len(dests) == 0 {
-		return nil, fmt.Errorf("%w: no sink: set command_file, check_result_path, icinga2_api_url or gearman_server", errConfig)
+		return nil, fmt.Errorf("%w: %s", errConfig, conf.NoSink)
 	}
 	var lossy *atomic.Uint64
 	if stats != nil {
