@@ -103,7 +103,7 @@ func run(args []string) int {
 		Args:          args,
 		Load:          func() (*conf.Config, error) { return loadConfig(o) },
 		Check:         func(cfg *conf.Config) error { return validate(cfg, conf.Start{Listen: true}) },
-		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.NewIn(cfg, lfds, process) },
+		New:           func(cfg *conf.Config, lfds []int) (proc.Server, error) { return stages.New(cfg, lfds, process) },
 		ServeOne:      stages.ServeInetd,
 		Describe:      func(cfg *conf.Config) string { return "nsca_fast " + Version + " " + stages.Describe(cfg) },
 		CgoGoroutines: stages.CgoGoroutines,

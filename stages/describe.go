@@ -33,7 +33,7 @@ func cipherOption(cfg *conf.Config) string {
 // ServeInetd serves the single connection on fd, as under inetd, with a
 // pipeline of its own.
 func ServeInetd(cfg *conf.Config, fd int) error {
-	srv, err := New(cfg, nil)
+	srv, err := newStandalone(cfg, nil)
 	if err != nil {
 		return err
 	}

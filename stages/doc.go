@@ -3,8 +3,8 @@
 // stages/emit), wired together in server.go, with the helpers every stage
 // uses in stages/stage. Memory and goroutine counts depend on the
 // configuration, never on how many clients connect. Outside the package
-// only Server (built by New or NewIn) and the configuration checks and
-// descriptions of describe.go are used.
+// only Server (built by New, in a Process from NewProcess) and the
+// configuration checks and descriptions of describe.go are used.
 //
 // Every stage has the one shape that package stages/stage describes and
 // gives (stage.Go, stage.Send, stage.Sharded, stage.Env): accept, read,

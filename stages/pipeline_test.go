@@ -88,7 +88,7 @@ func startServer(t testing.TB, mutate func(*conf.Config)) *testServer {
 		unix.Close(lfd)
 		t.Fatalf("config: %v", err)
 	}
-	srv, err := New(cfg, []int{lfd})
+	srv, err := newStandalone(cfg, []int{lfd})
 	if err != nil {
 		unix.Close(lfd)
 		t.Fatalf("New: %v", err)

@@ -163,17 +163,18 @@ func NewProcess(slot int) Process {
 	}
 }
 
-// New checks the config and builds a server on already listening sockets
-// (none for ServeOne), with counters of its own, for a process of its own
-// (the daemon's only one, without SIGUSR1's reopens).
-func New(cfg *conf.Config, listeners []int) (*Server, error) {
-	return NewIn(cfg, listeners, Process{Process: emit.Process{Slot: -1}, Clients: diagnose.NewRegistry()})
+// newStandalone is New for a server that shares nothing with another:
+// inetd's, for its one connection, and the tests'. It has no SIGUSR1
+// reopens.
+func newStandalone(cfg *conf.Config, listeners []int) (*Server, error) {
+	return New(cfg, listeners, Process{Process: emit.Process{Slot: -1}, Clients: diagnose.NewRegistry()})
 }
 
-// NewIn is New in the process p, whose worker slot, reopen requests,
-// Gearman start_times and sources table it shares with the process's other
-// pipelines.
-func NewIn(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
+// New checks the config and builds a server on already listening sockets
+// (none for ServeOne), with counters of its own, in the process p, whose
+// worker slot, reopen requests, Gearman start_times and sources table it
+// shares with the process's other pipelines.
+func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 	cipher, err := cipherOf(cfg)
 	if err != nil {
 		return nil, err
