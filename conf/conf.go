@@ -27,7 +27,6 @@ import (
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/icinga2"
-	"nsca_fast/stages/emit/sink"
 )
 
 // Sentinel errors, wrapped by every error this package returns, so that
@@ -500,7 +499,7 @@ type engine struct {
 // their rows.
 type engineOptions interface {
 	On() bool        // the engine is configured
-	Validate() error // the options as a whole, when on; a *sink.OptionError
+	Validate() error // the options as a whole, when on; a *option.Error
 	Files() []string // the options naming files the engine reads
 }
 
@@ -539,11 +538,11 @@ func engineRows() []row {
 	return out
 }
 
-// engineError reports a remote engine's *sink.OptionError with the file
+// engineError reports a remote engine's *option.Error with the file
 // and line of the option it names: a conflict in its own words, a bad value
 // as PathError does.
 func (c *Config) engineError(err error) error {
-	var oe *sink.OptionError
+	var oe *option.Error
 	if errors.As(err, &oe) && oe.Conflict {
 		return fmt.Errorf("conf: %s: %s: %w", c.where(oe.Option), oe.Reason, ErrConflict)
 	}

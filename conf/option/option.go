@@ -3,7 +3,9 @@
 // the option's text fills a field of the struct T that holds it and how
 // the field is written back. Package conf's table is made of these rows,
 // and so are the remote engines' options, declared beside the engines'
-// code and nested into conf's Config with Nest.
+// code and nested into conf's Config with Nest. An engine's check of its
+// options as a whole reports an Error naming the option to fix, which conf
+// turns into that option's file and line.
 package option
 
 import (
@@ -252,3 +254,25 @@ func Show(s string) string {
 	}
 	return s
 }
+
+// Error is a remote engine's settings that cannot work, naming the
+// nsca.cfg option to fix, so that package conf reports it with that
+// option's file and line. Conflict says the option is wrong only together
+// with others (Reason is then the whole message, in nsca.cfg's terms);
+// otherwise its value is bad, for Reason. Kind is the engine's sentinel.
+type Error struct {
+	Option   string
+	Conflict bool
+	Reason   string
+	Kind     error
+}
+
+func (e *Error) Error() string {
+	if e.Reason == "" {
+		return e.Kind.Error()
+	}
+	return e.Kind.Error() + ": " + e.Reason
+}
+
+// Unwrap makes the error its Kind for errors.Is.
+func (e *Error) Unwrap() error { return e.Kind }

@@ -13,6 +13,7 @@ import (
 	"nsca_fast/stages/emit/sink"
 
 	"nsca_fast/conf"
+	"nsca_fast/conf/option"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/dialect"
 )
@@ -332,14 +333,14 @@ func closeSinks(sinks []sink.Sink) {
 }
 
 // optionError reports an error of a remote engine's constructor (a file it
-// could not load) as a configuration error of the option it names (a
-// *sink.OptionError), else of option.
-func optionError(cfg *conf.Config, option string, err error) error {
-	var oe *sink.OptionError
+// could not load) as a configuration error of the option it names (an
+// *option.Error), else of name.
+func optionError(cfg *conf.Config, name string, err error) error {
+	var oe *option.Error
 	if errors.As(err, &oe) {
-		option = oe.Option
+		name = oe.Option
 	}
-	return cfg.PathError(option, err)
+	return cfg.PathError(name, err)
 }
 
 // Check builds the remote sinks cfg configures, without their durable

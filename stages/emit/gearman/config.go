@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"nsca_fast/conf/option"
 	"nsca_fast/stages/emit/sink"
 )
 
@@ -90,7 +91,7 @@ func New(o Options) (*Gearman, error) {
 		if o.KeyFile != "" {
 			var err error
 			if key, err = readKeyFile(o.KeyFile); err != nil {
-				return nil, &sink.OptionError{Option: "gearman_keyfile", Kind: err}
+				return nil, &option.Error{Option: "gearman_keyfile", Kind: err}
 			}
 		}
 		g.block = gearmanCipher(key)

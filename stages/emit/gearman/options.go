@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"nsca_fast/conf/option"
-	"nsca_fast/stages/emit/sink"
 )
 
 // Defaults, mod_gearman's own: the NEB module reads results from
@@ -116,13 +115,13 @@ func (o *Options) Files() []string {
 }
 
 // Validate checks the options of a Gearman sink (Servers set) as a whole;
-// a *sink.OptionError names the option to fix.
+// a *option.Error names the option to fix.
 func (o *Options) Validate() error {
 	bad := func(reason string) error {
-		return &sink.OptionError{Option: "gearman_server", Reason: reason, Kind: errConfig}
+		return &option.Error{Option: "gearman_server", Reason: reason, Kind: errConfig}
 	}
 	if o.Encryption && o.Key == "" && o.KeyFile == "" {
-		return &sink.OptionError{Option: "gearman_encryption", Conflict: true,
+		return &option.Error{Option: "gearman_encryption", Conflict: true,
 			Reason: "gearman_encryption=1 needs gearman_key or gearman_keyfile", Kind: errConfig}
 	}
 	if strings.TrimSpace(o.Servers) == "" {

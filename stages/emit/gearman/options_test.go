@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"nsca_fast/stages/emit/sink"
+	"nsca_fast/conf/option"
 )
 
 // serverRow is the gearman_server row of Rows.
@@ -32,7 +32,7 @@ func TestServersCheckedOnce(t *testing.T) {
 		rowErr := set(s)
 		o := Options{Servers: s, Encryption: false}
 		err := o.Validate()
-		var oe *sink.OptionError
+		var oe *option.Error
 		switch {
 		case rowErr == nil || !strings.Contains(rowErr.Error(), "has a bad entry"):
 			t.Errorf("row takes %q: %v", s, rowErr)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"nsca_fast/conf/option"
-	"nsca_fast/stages/emit/sink"
 )
 
 // Defaults of the options the sink itself needs: New takes MaxInFlight and
@@ -132,13 +131,13 @@ func (o *Options) Files() []string {
 }
 
 // Validate checks the options of an Icinga 2 sink (URL set) as a whole; a
-// *sink.OptionError names the option to fix.
+// *option.Error names the option to fix.
 func (o *Options) Validate() error {
-	conflict := func(option, reason string) error {
-		return &sink.OptionError{Option: option, Conflict: true, Reason: reason, Kind: errConfig}
+	conflict := func(name, reason string) error {
+		return &option.Error{Option: name, Conflict: true, Reason: reason, Kind: errConfig}
 	}
 	bad := func(format string, args ...any) error {
-		return &sink.OptionError{Option: "icinga2_api_url", Reason: fmt.Sprintf(format, args...), Kind: errConfig}
+		return &option.Error{Option: "icinga2_api_url", Reason: fmt.Sprintf(format, args...), Kind: errConfig}
 	}
 	if o.User == "" && o.CertFile == "" {
 		return conflict("icinga2_api_url", "icinga2_api_url needs icinga2_api_user and icinga2_api_password, "+

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"nsca_fast/stages/emit/sink"
+	"nsca_fast/conf/option"
 )
 
 // TestURLCheckedOnce: the icinga2_api_url row and Validate refuse the
@@ -27,7 +27,7 @@ func TestURLCheckedOnce(t *testing.T) {
 		rowErr := row(s)
 		o := Options{URL: s, User: "u", Password: "p"}
 		err := o.Validate()
-		var oe *sink.OptionError
+		var oe *option.Error
 		switch {
 		case rowErr == nil:
 			t.Errorf("row takes %q", s)
