@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/golang/glog"
@@ -147,31 +146,20 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *clientConn)
 		if a.cfg.flow != nil && !a.cfg.flow.waitRoom(ctx, a.done) {
 			return
 		}
-		var fd int
-		var peer netip.AddrPort
-		var aerr error
-		// Read calls the function again whenever it returns false, after the
-		// poller says the socket is readable.
-		err := rc.Read(func(lfd uintptr) bool {
-			fd, peer, aerr = rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-			return aerr != syscall.EAGAIN
-		})
-		if err != nil { // the deadline Stop set, or the file is closed
-			return
-		}
-		switch aerr {
-		case nil:
+		fd, peer, outcome, err := acceptNext(rc)
+		switch outcome {
+		case accepted:
 			if !a.admit(ctx, fd, peer, out) {
 				return
 			}
-		case syscall.EINTR, syscall.ECONNABORTED:
-		case syscall.EINVAL: // it stopped listening: a reload retired it
+		case acceptAgain:
+		case acceptStarved:
+			a.log.Warningf("accept", "accept: %v; raise the open files limit or lower max_connections", err)
+			time.Sleep(starvedPause)
+		case acceptFailed:
+			glog.Errorf("accept: %v", err)
 			return
-		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
-			a.log.Warningf("accept", "accept: %v; raise the open files limit or lower max_connections", aerr)
-			time.Sleep(10 * time.Millisecond)
-		default:
-			glog.Errorf("accept: %v", aerr)
+		default: // the deadline stop set, the file closed, or a reload retired the socket
 			return
 		}
 	}

@@ -249,34 +249,21 @@ func (s *ngServer) accept(ctx context.Context) {
 			s.acceptBacklog(rc, next)
 			return
 		}
-		var fd int
-		var peer netip.AddrPort
-		var aerr error
-		err := rc.Read(func(lfd uintptr) bool {
-			fd, peer, aerr = rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-			return aerr != syscall.EAGAIN
-		})
-		if err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				glog.Errorf("nsca-ng: accept: %v", err)
-				return
-			}
+		fd, peer, outcome, err := acceptNext(rc)
+		switch {
+		case outcome == accepted:
+			next = s.admit(fd, peer, next)
+		case outcome == acceptAgain:
+		case outcome == acceptStarved:
+			s.log.Warningf("nsca-ng:accept", "nsca-ng: accept: %v; raise the open files limit or lower nsca_ng_max_sessions", err)
+			time.Sleep(starvedPause)
+		case outcome == acceptEnded && errors.Is(err, os.ErrDeadlineExceeded):
 			s.acceptBacklog(rc, next)
 			return
-		}
-		switch aerr {
-		case nil:
-		case syscall.EINTR, syscall.ECONNABORTED:
-			continue
-		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
-			s.log.Warningf("nsca-ng:accept", "nsca-ng: accept: %v; raise the open files limit or lower nsca_ng_max_sessions", aerr)
-			time.Sleep(10 * time.Millisecond)
-			continue
 		default:
-			glog.Errorf("nsca-ng: accept: %v", aerr)
+			glog.Errorf("nsca-ng: accept: %v", err)
 			return
 		}
-		next = s.admit(fd, peer, next)
 	}
 }
 
