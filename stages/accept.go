@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/frontend"
 	"nsca_fast/stages/rawsys"
 	"nsca_fast/stages/stage"
 )
@@ -146,17 +147,17 @@ func (a *acceptor) loop(ctx context.Context, f *os.File, out chan<- *clientConn)
 		if a.cfg.flow != nil && !a.cfg.flow.waitRoom(ctx, a.done) {
 			return
 		}
-		fd, peer, outcome, err := acceptNext(rc)
+		fd, peer, outcome, err := frontend.AcceptNext(rc)
 		switch outcome {
-		case accepted:
+		case frontend.Accepted:
 			if !a.admit(ctx, fd, peer, out) {
 				return
 			}
-		case acceptAgain:
-		case acceptStarved:
+		case frontend.AcceptAgain:
+		case frontend.AcceptStarved:
 			a.log.Warningf("accept", "accept: %v; raise the open files limit or lower max_connections", err)
-			time.Sleep(starvedPause)
-		case acceptFailed:
+			time.Sleep(frontend.StarvedPause)
+		case frontend.AcceptFailed:
 			glog.Errorf("accept: %v", err)
 			return
 		default: // the deadline stop set, the file closed, or a reload retired the socket

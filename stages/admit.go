@@ -9,6 +9,7 @@ import (
 
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/frontend"
 	"nsca_fast/stages/rawsys"
 )
 
@@ -60,10 +61,10 @@ func (g *admission) refusal(c *clientConn) string {
 	ip := c.Peer.Addr()
 	switch {
 	case c.read.awaitingHeader:
-		if !allowed(g.trusted, ip) {
+		if !frontend.Allowed(g.trusted, ip) {
 			return "not in proxy_protocol_trusted"
 		}
-	case len(g.allowed) > 0 && !allowed(g.allowed, ip):
+	case len(g.allowed) > 0 && !frontend.Allowed(g.allowed, ip):
 		return "not in allowed_hosts"
 	}
 	if c.ID == 0 && g.maxConns > 0 && g.stats.Open.Load() >= int64(g.maxConns) {
@@ -113,14 +114,4 @@ func (c *clientConn) greet() error {
 		return fmt.Errorf("sending the init packet: wrote %d of %d bytes: %v", n, len(init), err)
 	}
 	return nil
-}
-
-func allowed(nets []netip.Prefix, ip netip.Addr) bool {
-	ip = ip.Unmap()
-	for _, n := range nets {
-		if n.Contains(ip) {
-			return true
-		}
-	}
-	return false
 }

@@ -115,7 +115,7 @@ func TestHeldBackEndsWithTheGlobalBudget(t *testing.T) {
 	}
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
-	if err := r.epoll.add(fds[0]); err != nil {
+	if err := r.epoll.Add(fds[0]); err != nil {
 		t.Fatal(err)
 	}
 	c, other := &clientConn{read: connRead{fd: fds[0], reader: r}}, &clientConn{}

@@ -14,6 +14,7 @@ import (
 
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/frontend"
 	"nsca_fast/stages/rawsys"
 	"nsca_fast/stages/stage"
 )
@@ -83,7 +84,7 @@ type reader struct {
 	cfg    readConfig
 	stats  *counters.Stats
 	log    *counters.RateLog
-	epoll  *epollSet
+	epoll  *frontend.EpollSet
 	wakefd int
 	flow   *flow
 	// paused are the connections not polled for want of budget; only the
@@ -184,9 +185,9 @@ func newReader(cfg readConfig, stats *counters.Stats, log *counters.RateLog) (*r
 	cfg.ChunkSize = cmp.Or(cfg.ChunkSize, chunkSize)
 	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*clientConn{}, flow: cfg.flow, paused: map[*clientConn]struct{}{}}
 	var err error
-	if r.epoll, err = newEpollSet(); err == nil {
+	if r.epoll, err = frontend.NewEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
-			err = r.epoll.add(r.wakefd)
+			err = r.epoll.Add(r.wakefd)
 		}
 	}
 	if err != nil {
@@ -207,7 +208,7 @@ func (r *reader) close() {
 	}
 	r.exited = true
 	if r.epoll != nil {
-		r.epoll.close()
+		r.epoll.Close()
 	}
 	if r.wakefd >= 0 {
 		unix.Close(r.wakefd)
@@ -243,7 +244,7 @@ func (r *reader) register(c *clientConn) bool {
 	}
 	r.conns[int32(c.read.fd)] = c
 	r.mu.Unlock()
-	if err := r.epoll.add(c.read.fd); err != nil {
+	if err := r.epoll.Add(c.read.fd); err != nil {
 		glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 		c.requestClose()
 	}
@@ -256,7 +257,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	var drainDeadline time.Time
 	var drainStart int64
 	for {
-		n, err := r.epoll.wait(events, 200*time.Millisecond)
+		n, err := r.epoll.Wait(events, 200*time.Millisecond)
 		if n > 0 {
 			r.readAt = time.Now().UnixNano()
 		}
@@ -428,7 +429,7 @@ func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
 // client's bytes wait in the kernel. The socket leaves the epoll set, so a
 // hang-up is not reported over and over meanwhile.
 func (r *reader) pause(c *clientConn) {
-	if err := r.epoll.remove(c.read.fd); err != nil {
+	if err := r.epoll.Remove(c.read.fd); err != nil {
 		return // not in the set: nothing to pause
 	}
 	r.paused[c] = struct{}{}
@@ -456,7 +457,7 @@ func (r *reader) resume() {
 			continue
 		}
 		r.unpause(c)
-		if err := r.epoll.add(c.read.fd); err != nil {
+		if err := r.epoll.Add(c.read.fd); err != nil {
 			glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
 			c.requestClose()
 		}

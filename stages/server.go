@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/golang/glog"
 	"golang.org/x/sys/unix"
 
-	"nsca_fast/cgo/openssl"
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/diagnose"
@@ -20,14 +18,14 @@ import (
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/intake"
+	"nsca_fast/stages/nscang"
 	"nsca_fast/stages/stage"
 	"nsca_fast/stages/validate"
 )
 
 // Errors of the server's settings.
 var (
-	errConfig       = errors.New("stages: config")
-	errNoIdentities = errors.New("stages: nsca_ng_listen needs identities_file")
+	errConfig = errors.New("stages: config")
 )
 
 // Server is one running pipeline: accept → read → decrypt → validate →
@@ -60,7 +58,7 @@ type Server struct {
 
 	// ng is the nsca-ng listener's settings, nil when it is off; closing
 	// ngStop stops it, with the accept stage.
-	ng     *ngConfig
+	ng     *nscang.Config
 	ngStop chan struct{}
 
 	queuesMu sync.Mutex
@@ -215,7 +213,7 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 		return nil, err
 	}
 	if cfg.NscaNGListen != "" && listeners != nil {
-		if s.ng, err = ngConfigOf(cfg, allowed, p.Reopens); err != nil {
+		if s.ng, err = nscang.ConfigFrom(cfg, allowed, p.Reopens, shutdownGrace); err != nil {
 			emit.CloseDestinations(dests)
 			return nil, err
 		}
@@ -223,46 +221,6 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 	s.dests, s.adopt, s.ngStop = dests, make(chan int, 1), make(chan struct{})
 	s.ctx, s.abort = context.WithCancel(context.Background())
 	return s, nil
-}
-
-// ngConfigOf is the nsca-ng listener's settings for cfg, with the
-// identities of identities_file (whose settings other than authorize
-// blocks the configuration warns about, once each); its command file
-// follows reopens.
-func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener) (*ngConfig, error) {
-	if err := openssl.Available(); err != nil {
-		return nil, cfg.PathError("nsca_ng_listen", err)
-	}
-	// The file Secrets read: identities_file is read once per load.
-	f, err := cfg.Identities()
-	if err != nil {
-		return nil, err
-	}
-	if f == nil {
-		return nil, cfg.PathError("identities_file", errNoIdentities)
-	}
-	ng := &ngConfig{
-		Listen:           cfg.NscaNGListen,
-		Threads:          cfg.NscaNGThreads,
-		MaxSessions:      cfg.NscaNGMaxSessions,
-		HandshakeTimeout: time.Duration(cfg.NscaNGHandshakeTimeout) * time.Second,
-		Timeout:          time.Duration(cfg.NscaNGTimeout) * time.Second,
-		MaxCommandSize:   cfg.NscaNGMaxCommandSize,
-		Ciphers:          cfg.NscaNGCiphers,
-		Identities:       ngIdentitiesOf(f),
-		Allowed:          allowed,
-		Grace:            shutdownGrace,
-		Debug:            cfg.Debug,
-	}
-	if cfg.CommandFile != "" {
-		ng.Commands = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
-		ng.Commands.Lock = true
-		ng.Commands.Reopens = reopens
-	}
-	if ng.Listener, err = ngListen(cfg.NscaNGListen); err != nil {
-		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", errNG, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
-	}
-	return ng, nil
 }
 
 // Run starts every stage and blocks until the pipeline has drained: after
@@ -334,11 +292,7 @@ func (s *Server) runPipeline(inetdFD int) error {
 	ngOn := s.ng != nil && inetdFD < 0
 	if ngOn {
 		packets.Join()
-		ng := *s.ng
-		// The listener's own flow: its sessions need no decrypting, and
-		// wait only for the queue they feed.
-		ng.flow = newFlow(1, cfg.Workers, packets.Full)
-		ngStart = func() error { return startNG(ctx, s.ngStop, packets.C, packets.Leave, ng, env) }
+		ngStart = func() error { return nscang.Start(ctx, s.ngStop, packets.C, packets.Leave, *s.ng, env) }
 	}
 	starts := []struct {
 		start func() error

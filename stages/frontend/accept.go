@@ -1,4 +1,4 @@
-package stages
+package frontend
 
 import (
 	"net/netip"
@@ -10,35 +10,35 @@ import (
 	"nsca_fast/stages/rawsys"
 )
 
-// acceptOutcome is what one acceptNext came to; the front end that called
+// AcceptOutcome is what one AcceptNext came to; the front end that called
 // it (the accept stage, the nsca-ng listener) decides what each means for it.
-type acceptOutcome int
+type AcceptOutcome int
 
 const (
-	// accepted: fd is a new non-blocking connection from peer.
-	accepted acceptOutcome = iota
-	// acceptAgain: interrupted, or the client left before it was taken.
-	acceptAgain
-	// acceptStarved: out of descriptors or memory; the caller warns, waits
-	// starvedPause, and tries again.
-	acceptStarved
-	// acceptEnded: the poller gave up on the socket (the deadline a stop
+	// Accepted: fd is a new non-blocking connection from peer.
+	Accepted AcceptOutcome = iota
+	// AcceptAgain: interrupted, or the client left before it was taken.
+	AcceptAgain
+	// AcceptStarved: out of descriptors or memory; the caller warns, waits
+	// StarvedPause, and tries again.
+	AcceptStarved
+	// AcceptEnded: the poller gave up on the socket (the deadline a stop
 	// set, or the file is closed); err is the poller's.
-	acceptEnded
-	// acceptRetired: the socket no longer listens (a reload retired it).
-	acceptRetired
-	// acceptFailed: any other error, in err.
-	acceptFailed
+	AcceptEnded
+	// AcceptRetired: the socket no longer listens (a reload retired it).
+	AcceptRetired
+	// AcceptFailed: any other error, in err.
+	AcceptFailed
 )
 
-// starvedPause is how long a front end waits after acceptStarved before
+// StarvedPause is how long a front end waits after AcceptStarved before
 // trying again, so that it does not spin while no descriptor is free.
-const starvedPause = 10 * time.Millisecond
+const StarvedPause = 10 * time.Millisecond
 
-// acceptNext takes the next connection off a listening socket, waiting in
+// AcceptNext takes the next connection off a listening socket, waiting in
 // Go's poller until one is there, with accept4 made raw (no sysmon
 // wake-up), and classifies what it came to.
-func acceptNext(rc syscall.RawConn) (fd int, peer netip.AddrPort, outcome acceptOutcome, err error) {
+func AcceptNext(rc syscall.RawConn) (fd int, peer netip.AddrPort, outcome AcceptOutcome, err error) {
 	var aerr error
 	// Read calls the function again whenever it returns false, after the
 	// poller says the socket is readable.
@@ -46,17 +46,17 @@ func acceptNext(rc syscall.RawConn) (fd int, peer netip.AddrPort, outcome accept
 		fd, peer, aerr = rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		return aerr != syscall.EAGAIN
 	}); err != nil {
-		return -1, peer, acceptEnded, err
+		return -1, peer, AcceptEnded, err
 	}
 	switch aerr {
 	case nil:
-		return fd, peer, accepted, nil
+		return fd, peer, Accepted, nil
 	case syscall.EINTR, syscall.ECONNABORTED:
-		return -1, peer, acceptAgain, aerr
+		return -1, peer, AcceptAgain, aerr
 	case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM:
-		return -1, peer, acceptStarved, aerr
+		return -1, peer, AcceptStarved, aerr
 	case syscall.EINVAL:
-		return -1, peer, acceptRetired, aerr
+		return -1, peer, AcceptRetired, aerr
 	}
-	return -1, peer, acceptFailed, aerr
+	return -1, peer, AcceptFailed, aerr
 }

@@ -1,4 +1,4 @@
-package stages
+package frontend
 
 import (
 	"errors"
@@ -11,9 +11,18 @@ import (
 )
 
 // TestAcceptNext: a waiting client comes out as accepted, non-blocking, with
-// its address; a stop's deadline ends the wait as acceptEnded, saying so.
+// its address; a stop's deadline ends the wait as AcceptEnded, saying so.
 func TestAcceptNext(t *testing.T) {
-	addr, lf := ngTestListener(t) // a listening socket in Go's poller, as the front ends have
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	lf, err := ListenReusePort(addr, "test") // a listening socket in Go's poller, as the front ends have
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer lf.Close()
 	rc, err := lf.SyscallConn()
 	if err != nil {
@@ -24,9 +33,9 @@ func TestAcceptNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fd, peer, outcome, err := acceptNext(rc)
-	if outcome != accepted || err != nil {
-		t.Fatalf("acceptNext = %v, %v; want accepted", outcome, err)
+	fd, peer, outcome, err := AcceptNext(rc)
+	if outcome != Accepted || err != nil {
+		t.Fatalf("AcceptNext = %v, %v; want accepted", outcome, err)
 	}
 	defer unix.Close(fd)
 	if peer.String() != c.LocalAddr().String() {
@@ -39,14 +48,14 @@ func TestAcceptNext(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _, outcome, err = acceptNext(rc)
+		_, _, outcome, err = AcceptNext(rc)
 	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("acceptNext did not end at the deadline")
+		t.Fatal("AcceptNext did not end at the deadline")
 	}
-	if outcome != acceptEnded || !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("after the deadline acceptNext = %v, %v; want acceptEnded, deadline exceeded", outcome, err)
+	if outcome != AcceptEnded || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("after the deadline AcceptNext = %v, %v; want AcceptEnded, deadline exceeded", outcome, err)
 	}
 }

@@ -1,4 +1,4 @@
-package stages
+package frontend
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"nsca_fast/stages/rawsys"
 )
 
-// epollSet is a reader's epoll instance, itself registered with Go's
+// EpollSet is a reader's epoll instance, itself registered with Go's
 // network poller. A reader that finds nothing ready parks its goroutine in
 // the poller instead of blocking its thread in epoll_wait: a thread blocked
 // in a system call keeps its P until sysmon takes it away (20 µs to 10 ms
@@ -20,7 +20,7 @@ import (
 // that, and with two each hand-off would wake a thread. Parked, the reader
 // costs nothing, the scheduler's own epoll_wait wakes it when the set has
 // an event, and the thread runs the other stages meanwhile.
-type epollSet struct {
+type EpollSet struct {
 	fd   int
 	file *os.File
 	raw  syscall.RawConn
@@ -37,7 +37,7 @@ type epollSet struct {
 	poll   func(fd uintptr) bool
 }
 
-func newEpollSet() (*epollSet, error) {
+func NewEpollSet() (*EpollSet, error) {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func newEpollSet() (*epollSet, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	e := &epollSet{fd: fd, file: os.NewFile(uintptr(fd), "epoll")}
+	e := &EpollSet{fd: fd, file: os.NewFile(uintptr(fd), "epoll")}
 	e.poll = e.pollOnce
 	if e.raw, err = e.file.SyscallConn(); err != nil {
 		e.file.Close()
@@ -58,19 +58,19 @@ func newEpollSet() (*epollSet, error) {
 }
 
 // add polls fd for input and hang-up.
-func (e *epollSet) add(fd int) error {
+func (e *EpollSet) Add(fd int) error {
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
 	return rawsys.EpollCtl(e.fd, unix.EPOLL_CTL_ADD, fd, &ev)
 }
 
 // remove stops polling fd.
-func (e *epollSet) remove(fd int) error {
+func (e *EpollSet) Remove(fd int) error {
 	return rawsys.EpollCtl(e.fd, unix.EPOLL_CTL_DEL, fd, nil)
 }
 
 // wait fills events with what is ready, waiting at most timeout for the
 // first; 0 events means the timeout passed.
-func (e *epollSet) wait(events []unix.EpollEvent, timeout time.Duration) (int, error) {
+func (e *EpollSet) Wait(events []unix.EpollEvent, timeout time.Duration) (int, error) {
 	e.events = events
 	if e.poll(uintptr(e.fd)) {
 		return max(e.n, 0), e.werr
@@ -96,10 +96,14 @@ func (e *epollSet) wait(events []unix.EpollEvent, timeout time.Duration) (int, e
 // pollOnce is a zero-timeout epoll_wait into the events of the wait in
 // progress; it reports whether the wait is over (events, or an error other
 // than EINTR).
-func (e *epollSet) pollOnce(fd uintptr) bool {
+func (e *EpollSet) pollOnce(fd uintptr) bool {
 	e.n, e.werr = rawsys.EpollPoll(int(fd), e.events)
 	return e.n != 0 || e.werr != nil && e.werr != unix.EINTR
 }
 
 // close releases the instance; the polled descriptors stay open.
-func (e *epollSet) close() { e.file.Close() }
+func (e *EpollSet) Close() { e.file.Close() }
+
+// FD is the epoll instance's descriptor, for the epoll_ctl calls of a
+// caller that polls for more than input (EPOLLOUT, edge-triggered).
+func (e *EpollSet) FD() int { return e.fd }
