@@ -36,7 +36,7 @@ fuzz() {
 }
 fuzz FuzzParse ./conf
 fuzz FuzzDecode ./stages/codec
-fuzz FuzzProxyHeader ./stages
+fuzz FuzzProxyHeader ./stages/nsca
 fuzz FuzzMatchesLibmcrypt ./stages/cipher
 fuzz FuzzSegment ./stages/emit/queue
 fuzz FuzzRoundTrip ./stages/emit/dialect

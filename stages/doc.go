@@ -1,50 +1,38 @@
-// Package stages is the nsca_fast pipeline: accept → read → decrypt →
-// validate → emit, one file per stage (the emit stage is package
-// stages/emit), wired together in server.go, with the helpers every stage
-// uses in stages/stage. Memory and goroutine counts depend on the
-// configuration, never on how many clients connect. Outside the package
-// only Server (built by New, in a Process from NewProcess) and the
-// configuration checks and descriptions of describe.go are used.
+// Package stages wires the nsca_fast pipeline: front ends → validate →
+// emit, one Server per loaded configuration (New, Run, Shutdown, Abort,
+// in the manner of nsq's nsqd), sharing a Process's state across reloads.
+// Memory and goroutine counts depend on the configuration, never on how
+// many clients connect.
 //
-// Every stage has the one shape that package stages/stage describes and
-// gives (stage.Go, stage.Send, stage.Sharded, stage.Env): accept, read,
-// decrypt and validate here, emit in stages/emit.
+// The packages beneath it, each with one concern:
 //
-// One hand-off is not a channel: accept gives a connection it greeted to a
-// reader by registering it with that reader's epoll set (readIntake). The
-// next thing to happen on a new connection is an epoll event anyway, and a
-// channel would wake a goroutine per connection only to make that call.
-// Connections taken over from elsewhere (inetd's) still come through the
-// read stage's channel, whose closing still starts the drain. Who may come
-// in is admission's (admit.go): accept applies it, and the read stage for
-// a client behind a PROXY header once the header has come.
+//   - stages/intake: what every front end hands in, a Submission from a
+//     Source, and the Outcomes it is told; a leaf.
+//   - stages/nsca: send_nsca's front end (accept → read → decrypt, its
+//     flow control, PROXY headers, every secret's cipher).
+//   - stages/nscang: nsca-ng's front end (TLS-PSK sessions over epoll
+//     sets, its line protocol).
+//   - stages/frontend: what the front ends share below their protocols
+//     (the accept step, SO_REUSEPORT listening, epoll sets, the gate).
+//   - stages/validate: the one ordered list of rules every submission
+//     passes (form, age, checks per connection, names, authorization,
+//     spoofing), each rule a file and a row.
+//   - stages/emit: the emit stage and the destinations it builds, each
+//     engine in a package beneath it.
+//   - stages/stage: the one shape of a stage (Go, Send, Sharded, Env).
+//   - stages/codec, stages/cipher, stages/counters, stages/diagnose,
+//     stages/rawsys: the wire format, the ciphers, the counters and
+//     metrics, the diagnosis of failing clients, raw system calls.
 //
-// Flow control is not a channel either: one flow (flow.go) owns the read
-// budgets, what the front end has taken off client sockets and the stages
-// after it have not consumed yet, globally and per connection, and the
-// gate accept waits at while the stages after it cannot take more. Read
-// takes, decrypt gives back and says what decrypting costs, and accept
-// waits in flow.waitRoom, woken when room comes back, so that a backlog
-// waits in the kernel's socket buffers and listen queue, not in our memory.
-// A clientConn's fields are grouped by the stage that owns them (conn.go).
+// A new front end is its own package that sends intake.Submissions and
+// implements intake.Outcomes, plus its start in startFrontEnds and its
+// options; a new validation rule is its file in stages/validate and one
+// row of its list; a new sink is its engine package, its conf field and
+// one destinations entry.
 //
-// The nsca-ng listener (ngserve.go) is a second source beside accept →
-// read → decrypt: its fixed pool of goroutines runs TLS-PSK sessions over
-// epoll sets and sends the check results its clients push to the validate
-// stage as decoded packets; decrypt and the listener each say when they
-// are done, and the last one closes validate's input. It has a flow of
-// its own: each session's command in the pipeline is taken until its
-// outcome, and its accept waits at the gate while validate's input is full.
-//
-// The stages share counters and the rate-limited log through stage.Env; the
-// channels between them are bounded by queue_size, so a slow sink makes
-// the stages upstream wait and, at the end, the clients, as with stock.
-// Readers wait for their epoll sets in Go's poller, and the hot path's
-// non-blocking system calls are made raw (stages/rawsys), so that no thread
-// blocks in a system call and none of them wakes the runtime's sysmon.
-//
-// What the stages use lives beside them: the wire format in stages/codec,
-// the ciphers in stages/cipher, the emit stage and the destinations it
-// builds in stages/emit (each engine in a package of its own beneath it),
-// and the counters and metrics in stages/counters.
+// Every front end sends to one bounded queue (intake.Queue), the last to
+// leave closes it; the channels between stages are bounded by queue_size,
+// so a slow sink makes the stages upstream wait and, at the end, the
+// clients, as with stock. Shutdown stops the front ends from accepting,
+// the channels drain downstream, the sinks flush, then Run returns.
 package stages

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/golang/glog"
-	"golang.org/x/sys/unix"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
@@ -18,6 +17,7 @@ import (
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/intake"
+	"nsca_fast/stages/nsca"
 	"nsca_fast/stages/nscang"
 	"nsca_fast/stages/stage"
 	"nsca_fast/stages/validate"
@@ -35,21 +35,16 @@ type Server struct {
 	cfg   *conf.Config
 	stats *counters.Stats
 	log   *counters.RateLog
-	// listeners are the server's own duplicates of the listening
-	// sockets, which its accept stage owns once it runs.
-	listeners []int
-	dests     []emit.Destination
+	dests []emit.Destination
 	// clients is the process's table of sources, for /clients.
-	clients   *diagnose.Registry
-	acceptCfg acceptConfig
+	clients *diagnose.Registry
+	// front is send_nsca's front end.
+	front *nsca.FrontEnd
 	// adopt feeds the accept stage connections accepted elsewhere
 	// (inetd); closing it stops accepting.
 	adopt    chan int
 	stopOnce sync.Once
 	replaced atomic.Bool
-	cipher   cipherConfig
-	// admission lets clients in, at accept and after a PROXY header.
-	admission *admission
 
 	ctx   context.Context
 	abort context.CancelFunc
@@ -70,81 +65,19 @@ const (
 	shutdownGrace = 2 * time.Second
 )
 
-// decryptThreads is the number of decrypt goroutines: nsca_threads_per_worker, or
-// one per CPU of the process's share when it is 0. More would only queue
-// for the same CPUs, and with libmcrypt each is a thread of its own.
-func decryptThreads(cfg *conf.Config) int {
-	if cfg.ThreadsPerWorker > 0 {
-		return cfg.ThreadsPerWorker
-	}
-	return cfg.CPUShare()
-}
-
 // CgoGoroutines is how many of a server's goroutines for cfg spend their
-// time in C calls: the decrypt goroutines when libmcrypt serves the method,
-// else none. The process should have a P for each beyond its share of the
-// CPUs: a goroutine in a C call keeps its P, and when no P is idle the
-// runtime's monitor takes it back after 20 µs and then polls every 20 µs for
-// a millisecond, which cost a libmcrypt server 4 % of its CPU.
-// The nsca-ng listener's session goroutines are such goroutines too:
-// OpenSSL does their work.
+// time in C calls: send_nsca's decrypt goroutines when libmcrypt serves
+// the method, and the nsca-ng listener's session goroutines (OpenSSL does
+// their work). The process should have a P for each beyond its share of
+// the CPUs: a goroutine in a C call keeps its P, and when no P is idle the
+// runtime's monitor takes it back after 20 µs and then polls every 20 µs
+// for a millisecond, which cost a libmcrypt server 4 % of its CPU.
 func CgoGoroutines(cfg *conf.Config) int {
-	n := 0
+	n := nsca.CgoGoroutines(cfg)
 	if cfg.NscaNGListen != "" {
-		n = cfg.NscaNGThreads
+		n += cfg.NscaNGThreads
 	}
-	if c, err := cipherOf(cfg); err != nil || !c.callsC() {
-		return n
-	}
-	return n + decryptThreads(cfg)
-}
-
-// openFilesLimit is RLIMIT_NOFILE, the most descriptors this process may
-// hold.
-func openFilesLimit() uint64 {
-	var rl unix.Rlimit
-	unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
-	return rl.Cur
-}
-
-// connectionLimit is max_connections, or, when it is 0, a limit sized for the
-// machine: what the open files limit allows, less some descriptors for the
-// daemon's own files (sinks, epoll, pipes), and at least 1024.
-func connectionLimit(cfg *conf.Config, nofile uint64) int {
-	if cfg.MaxConnections > 0 {
-		return cfg.MaxConnections
-	}
-	const ownFiles = 256
-	return max(1024, int(min(nofile, 1<<30))-ownFiles)
-}
-
-// cipherOf is the decrypt stage's settings for cfg, with the engine that
-// cfg.Cipher chose (and keeps, so that this costs one self-test per loaded
-// configuration however often it is called).
-func cipherOf(cfg *conf.Config) (cipherConfig, error) {
-	choice, err := cfg.Cipher()
-	if err != nil {
-		return cipherConfig{}, fmt.Errorf("%w: decryption_engine=%s: %w", errCipher, choice.Asked, err)
-	}
-	cc := cipherConfig{
-		Method:         cfg.DecryptionMethod,
-		Engine:         choice.Engine,
-		Password:       []byte(cfg.Password),
-		PerConnection:  cfg.DecryptionMode == 0,
-		PayloadLengths: cfg.PayloadLengths,
-	}
-	secrets, err := cfg.Secrets()
-	if err != nil {
-		return cipherConfig{}, fmt.Errorf("%w: %w", errCipher, err)
-	}
-	if len(secrets) > 1 || len(cfg.MoreMethods) > 0 || cfg.PasswordFile != "" || cfg.IdentitiesFile != "" {
-		// Named even when one is left, so that its matches are counted.
-		for _, s := range secrets {
-			cc.Candidates = append(cc.Candidates, candidate{Name: s.Name, Method: s.Method.Number, Engine: s.Choice.Engine,
-				Password: s.Password, Networks: s.Networks, Rights: s.Rights})
-		}
-	}
-	return cc, nil
+	return n
 }
 
 // Process is what every pipeline a process runs shares, across reloads:
@@ -177,21 +110,15 @@ func newStandalone(cfg *conf.Config, listeners []int) (*Server, error) {
 // worker slot, reopen requests, Gearman start_times and sources table it
 // shares with the process's other pipelines.
 func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
-	cipher, err := cipherOf(cfg)
-	if err != nil {
+	s := &Server{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), clients: p.Clients}
+	var err error
+	if s.front, err = nsca.New(cfg, listeners, shutdownGrace, stage.Env{Stats: s.stats, Log: s.log}); err != nil {
 		return nil, err
-	}
-	if choice, _ := cfg.Cipher(); choice.Warn {
-		// Every process that serves says so; the start-up line, written
-		// once, carries the same account.
-		m := cfg.Method()
-		glog.Warningf("decrypt: decryption_method=%s (%s) is served by %s", conf.NameOf(m), m.Name, choice.Report())
 	}
 	allowed, err := cfg.AllowedPrefixes()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	s := &Server{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), cipher: cipher, clients: p.Clients}
 	dests, err := emit.Destinations(cfg, p.Process, s.stats, s.log)
 	if err != nil {
 		return nil, err
@@ -200,17 +127,6 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 		// A daemon's pipeline, not one of inetd's processes per connection,
 		// which would say it once per connection.
 		emit.WarnStranded(cfg, p.Slot)
-	}
-	trusted, err := cfg.TrustedProxies()
-	if err != nil {
-		emit.CloseDestinations(dests)
-		return nil, fmt.Errorf("%w: %w", errConfig, err)
-	}
-	s.admission = &admission{maxConns: connectionLimit(cfg, openFilesLimit()), allowed: allowed, proxy: cfg.ProxyProtocol, trusted: trusted, stats: s.stats, log: s.log}
-	s.acceptCfg = acceptConfig{admission: s.admission}
-	if s.listeners, err = dupListeners(listeners); err != nil {
-		emit.CloseDestinations(dests)
-		return nil, err
 	}
 	if cfg.NscaNGListen != "" && listeners != nil {
 		if s.ng, err = nscang.ConfigFrom(cfg, allowed, p.Reopens, shutdownGrace); err != nil {
@@ -236,97 +152,38 @@ func (s *Server) ServeOne(fd int) error { return s.runPipeline(fd) }
 func (s *Server) runPipeline(inetdFD int) error {
 	ctx, cfg := s.ctx, s.cfg
 	depth := max(cfg.QueueSize, 1)
-	conns := make(chan *clientConn, depth)
-	chunks := make(chan chunk, depth)
 	packets := intake.NewQueue(depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
-	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: s.clients,
+	diag := diagnose.New(diagnose.Config{Secrets: s.front.DiagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: s.clients,
 		Logf: func(key, format string, args ...any) {
 			s.log.Eventf("were diagnosed (see /clients)", key, format, args...)
 		}})
 	defer diag.Close()
 	env := stage.Env{Stats: s.stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: s.clients, Diagnose: diag}
-	for i, ch := range []func() int{
-		func() int { return len(conns) }, func() int { return len(chunks) },
-		func() int { return len(packets.C) }, func() int { return len(items) },
-	} {
-		env.Register(stageQueues[i], ch)
-	}
+	env.Register(stageQueues[2], func() int { return len(packets.C) })
+	env.Register(stageQueues[3], func() int { return len(items) })
 	if inetdFD >= 0 {
 		s.adopt <- inetdFD
 		s.Shutdown()
 	}
-
-	threads := decryptThreads(cfg)
-	// Validation is cheap, but strict_mode_spoofing resolves host names:
-	// then more goroutines keep one slow lookup from stalling every client.
-	validators := 1
-	if cfg.StrictModeSpoofing {
-		validators = max(threads, 4)
-	}
-	validateCfg := validate.Config{Goroutines: validators, Depth: depth, StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
-	if cfg.MaxPacketAgeEnabled {
-		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
-	}
-	// The decrypt goroutines run at once as far as this process has CPUs
-	// (GOMAXPROCS is no measure of that: it has a P more for each
-	// goroutine in C calls).
-	flow := newFlow(min(threads, cfg.CPUShare()), cfg.Workers, func() bool { return len(chunks) == cap(chunks) })
-	s.acceptCfg.Listeners = s.listeners
-	s.acceptCfg.flow = flow
-	intake := &readIntake{}
-	s.acceptCfg.handOff = intake.register
-	readCfg := readConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: shutdownGrace, admission: s.admission, flow: flow, intake: intake}
-	if s.cipher.callsC() {
-		// libmcrypt costs 50 µs to 1 ms a packet: a connection's whole
-		// burst is one read and one hand-off to decrypt, which calls C in
-		// slices of its own size (cgoSlice).
-		readCfg.ChunkSize = readBudgetPerConn
-	}
 	// Downstream first: when a stage cannot start, closing the input of
 	// the one started before it lets those already running drain and end.
-	// Every front end sends to packets: the last one to finish closes it.
-	packets.Join()
-	ngStart := func() error { return nil }
-	ngOn := s.ng != nil && inetdFD < 0
-	if ngOn {
-		packets.Join()
-		ngStart = func() error { return nscang.Start(ctx, s.ngStop, packets.C, packets.Leave, *s.ng, env) }
+	// Every front end sends to packets: the last one to leave closes it.
+	if err := emit.Start(ctx, items, done, emit.Config{Destinations: s.dests}, env); err != nil {
+		return err
 	}
-	starts := []struct {
-		start func() error
-		input func()
-	}{
-		{func() error {
-			return emit.Start(ctx, items, done, emit.Config{Destinations: s.dests}, env)
-		}, func() { close(items) }},
-		{func() error { return validate.Start(ctx, packets.C, items, validateCfg, env) }, func() { close(packets.C) }},
-		{ngStart, func() {
-			// Decrypt never started: the listener is the last sender.
-			if !ngOn {
-				close(packets.C)
-				return
-			}
-			s.Shutdown()
-			packets.Leave()
-		}},
-		{func() error {
-			return startDecrypt(ctx, chunks, packets.C, decryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: packets.Leave,
-				MaxChecks: cfg.MaxChecksPerConnection, flow: flow}, env)
-		}, func() { close(chunks) }},
-		{func() error { return startRead(ctx, conns, chunks, readCfg, env) }, func() { close(conns) }},
-		{func() error { return startAccept(ctx, s.adopt, conns, s.acceptCfg, env) }, nil},
+	if err := validate.Start(ctx, packets.C, items, s.validateConfig(), env); err != nil {
+		s.abort()
+		close(items)
+		<-done
+		return err
 	}
-	for i, st := range starts {
-		if err := st.start(); err != nil {
-			s.abort()
-			if i > 0 {
-				starts[i-1].input()
-				<-done
-			}
-			return err
-		}
+	if err := s.startFrontEnds(ctx, packets, inetdFD < 0, env); err != nil {
+		s.abort()
+		s.Shutdown()
+		<-done
+		return err
 	}
 	<-done
 	s.log.Flush()
@@ -339,18 +196,43 @@ func (s *Server) runPipeline(inetdFD int) error {
 	return nil
 }
 
+// validateConfig is the validate stage's settings.
+func (s *Server) validateConfig() validate.Config {
+	cfg := s.cfg
+	// Validation is cheap, but strict_mode_spoofing resolves host names:
+	// then more goroutines keep one slow lookup from stalling every client.
+	validators := 1
+	if cfg.StrictModeSpoofing {
+		validators = max(nsca.DecryptThreads(cfg), 4)
+	}
+	vc := validate.Config{Goroutines: validators, Depth: max(cfg.QueueSize, 1), StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
+	if cfg.MaxPacketAgeEnabled {
+		vc.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
+	}
+	return vc
+}
+
+// startFrontEnds starts every front end the configuration has, each
+// sending to packets; listen is false for inetd's one connection, which
+// only send_nsca's front end serves. When one fails to start, every front
+// end has left packets or will once it has drained.
+func (s *Server) startFrontEnds(ctx context.Context, packets *intake.Queue, listen bool, env stage.Env) error {
+	ng := s.ng != nil && listen
+	packets.Join()
+	if ng {
+		packets.Join()
+		if err := nscang.Start(ctx, s.ngStop, packets.C, packets.Leave, *s.ng, env); err != nil {
+			packets.Leave()
+			packets.Leave()
+			return err
+		}
+	}
+	return s.front.Start(ctx, s.adopt, packets.C, packets.Leave, env)
+}
+
 // Replaced tells the server that a reload replaces it, before its
 // Shutdown: its last line then says so rather than read as a stop.
 func (s *Server) Replaced() { s.replaced.Store(true) }
-
-// diagSecrets are the secrets the diagnosis compares a client's packets with.
-func (s *Server) diagSecrets() []diagnose.Secret {
-	var out []diagnose.Secret
-	for _, c := range s.cipher.candidates() {
-		out = append(out, diagnose.Secret{Name: c.Name, Method: c.Method, Password: c.Password, Networks: c.Networks})
-	}
-	return out
-}
 
 // OnProgress has fn called, without blocking the pipeline, after each
 // batch of results a destination is done with. Call it before Run.
@@ -366,8 +248,9 @@ func (s *Server) gauge(name string, depth func() int) {
 	s.queues[name] = depth
 }
 
-// stageQueues name the queues between stages, in pipeline order.
-var stageQueues = [...]string{"accept_to_read", "read_to_decrypt", "decrypt_to_validate", "validate_to_emit"}
+// stageQueues name the queues between stages, in pipeline order:
+// send_nsca's front end's, then validation's input and emit's.
+var stageQueues = [...]string{nsca.Queues[0], nsca.Queues[1], "decrypt_to_validate", "validate_to_emit"}
 
 // Snapshot is the server's counters with the depth of its queues (the
 // shards inside a stage are not counted); before Run has made them, each

@@ -11,6 +11,7 @@ import (
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/internal/testkit"
 )
 
 // memorySink records what it is given; with gate set, every Write waits
@@ -72,7 +73,7 @@ func TestEmitterStalledDestinationOverflows(t *testing.T) {
 	stats.Received.Add(n)
 	done := make(chan struct{})
 	e.start(context.Background(), feed(n), done)
-	if !waitFor(5*time.Second, func() bool { return len(fast.hosts()) == n }) {
+	if !testkit.WaitFor(5*time.Second, func() bool { return len(fast.hosts()) == n }) {
 		t.Fatalf("the fast destination got %d of %d results while the other was stalled", len(fast.hosts()), n)
 	}
 	close(stalled.gate)
@@ -121,15 +122,6 @@ func TestEmitterFallbackAndDrop(t *testing.T) {
 	}
 }
 
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
-}
-
 // Once the drain is aborted, results still queued for a remote destination
 // skip its (hung) sink and go to its fallback.
 func TestEmitterAbortSkipsRemote(t *testing.T) {
@@ -147,7 +139,7 @@ func TestEmitterAbortSkipsRemote(t *testing.T) {
 	in <- sink.Item{Result: codec.Result{Host: "first"}}
 	// The first result is inside the hung sink's Write; the rest queue.
 	d := e.dests[0]
-	if !waitFor(5*time.Second, func() bool { return d.queued.Load() == 1 && len(d.queue) == 0 }) {
+	if !testkit.WaitFor(5*time.Second, func() bool { return d.queued.Load() == 1 && len(d.queue) == 0 }) {
 		t.Fatal("the first result was not taken off the queue")
 	}
 	for i := range 10 {

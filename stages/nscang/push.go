@@ -107,7 +107,7 @@ func (s *session) outcome(err error, reason string) {
 // on one line.
 func failText(err error) string {
 	msg := err.Error()
-	for _, p := range []string{"validate: ", "intake: ", "stages: "} {
+	for _, p := range []string{"validate: ", "intake: ", "nscang: "} {
 		msg = strings.ReplaceAll(msg, p, "")
 	}
 	return strings.Map(func(r rune) rune {

@@ -1,4 +1,4 @@
-package stages
+package nsca
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 )
 
 // errAccept wraps failures to take over a listening socket.
-var errAccept = errors.New("stages: accept")
+var errAccept = errors.New("nsca: accept")
 
 // acceptConfig are the accept stage's settings.
 type acceptConfig struct {

@@ -1,4 +1,4 @@
-package stages
+package nsca
 
 import (
 	"context"
@@ -21,8 +21,11 @@ import (
 	"nsca_fast/stages/stage"
 )
 
-// errCipher wraps failures to set up decryption.
-var errCipher = errors.New("stages: cipher")
+// Errors of the front end's settings.
+var (
+	errCipher = errors.New("nsca: cipher")
+	errConfig = errors.New("nsca: config")
+)
 
 // decryptConfig are the decrypt stage's settings.
 type decryptConfig struct {

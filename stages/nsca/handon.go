@@ -1,4 +1,4 @@
-package stages
+package nsca
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // errUnmatched is the form refusal of a connection none of whose secrets
 // decrypts its first packet.
-var errUnmatched = errors.New("stages: no secret this client may use decrypts its packet")
+var errUnmatched = errors.New("nsca: no secret this client may use decrypts its packet")
 
 // handOn turns a decrypted packet of c into a submission and sends it to
 // validation: send_nsca's wire format ends here. A packet that is no
