@@ -23,11 +23,11 @@ var (
 func threeChecks(tag string) (input string, want []string) {
 	input = fmt.Sprintf("%s-a\tsvc one\t0\tOK - all good|perf=1;2;3\x17", tag) +
 		fmt.Sprintf("%s-b\t1\tWARN host check\x17", tag) +
-		fmt.Sprintf("%s-c\tsvc;x\t2\tline1\nline2 \\ back\\slash\x17", tag)
+		fmt.Sprintf("%s-c\tsvc:x\t2\tline1;\nline2 \\ back\\slash\x17", tag)
 	want = []string{
 		fmt.Sprintf("PROCESS_SERVICE_CHECK_RESULT;%s-a;svc one;0;OK - all good|perf=1;2;3", tag),
 		fmt.Sprintf("PROCESS_HOST_CHECK_RESULT;%s-b;1;WARN host check", tag),
-		fmt.Sprintf(`PROCESS_SERVICE_CHECK_RESULT;%s-c;svc;x;2;line1\nline2 \\ back\\slash`, tag),
+		fmt.Sprintf(`PROCESS_SERVICE_CHECK_RESULT;%s-c;svc:x;2;line1;\nline2 \\ back\\slash`, tag),
 	}
 	return input, want
 }
