@@ -138,6 +138,9 @@ type Config struct {
 	NscaNGTimeout          int    // nsca_ng_timeout, seconds
 	NscaNGMaxCommandSize   int    // nsca_ng_max_command_size, bytes
 	NscaNGCiphers          string // nsca_ng_tls_ciphers
+	// MaxHandshakesPerSource is max_handshakes_per_source: connections
+	// of one address in their TLS handshake (nsca-ng, HTTPS), 0 no cap.
+	MaxHandshakesPerSource int
 
 	// Lines maps an option name to the line that last set it, so that
 	// Validate and the daemon can point at the line to fix.

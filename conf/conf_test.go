@@ -61,6 +61,7 @@ func TestDefault(t *testing.T) {
 		NscaNGTimeout:          60,
 		NscaNGMaxCommandSize:   16384,
 		NscaNGCiphers:          "PSK-AES256-CBC-SHA:PSK-AES128-CBC-SHA:PSK-3DES-EDE-CBC-SHA:PSK-RC4-SHA",
+		MaxHandshakesPerSource: 8,
 		Lines:                  map[string]int{},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
@@ -258,6 +259,7 @@ func TestOptionValues(t *testing.T) {
 		"nsca_ng_timeout":           {ok("15", "15"), bad("0", "must be at least 1")},
 		"nsca_ng_max_command_size":  {ok("65536", "65536"), bad("0", "must be at least 1"), bad("2000000", "cannot be greater than")},
 		"nsca_ng_tls_ciphers":       {ok("PSK-AES256-CBC-SHA", "PSK-AES256-CBC-SHA"), bad("PSK AES", "no part of an OpenSSL cipher list")},
+		"max_handshakes_per_source": {ok("0", "0"), ok("16", "16"), bad("-1", "cannot be negative")},
 	}
 	for _, o := range options {
 		var valid, invalid int
@@ -374,6 +376,7 @@ nsca_ng_max_sessions=18
 nsca_ng_handshake_timeout=19
 nsca_ng_timeout=20
 nsca_ng_max_command_size=21
+max_handshakes_per_source=22
 nsca_ng_tls_ciphers=PSK
 `
 	c, err := Parse("f.cfg", []byte(file))
@@ -398,7 +401,7 @@ nsca_ng_tls_ciphers=PSK
 		QueueDirectory: "/q", QueueMaxBytes: 65536, QueueFsync: "always",
 		PasswordFile: "/pf", IdentitiesFile: "/if",
 		NscaNGListen: "127.0.0.1:5668", NscaNGThreads: 2, NscaNGMaxSessions: 18, NscaNGHandshakeTimeout: 19,
-		NscaNGTimeout: 20, NscaNGMaxCommandSize: 21, NscaNGCiphers: "PSK", Lines: map[string]int{},
+		NscaNGTimeout: 20, NscaNGMaxCommandSize: 21, MaxHandshakesPerSource: 22, NscaNGCiphers: "PSK", Lines: map[string]int{},
 	}
 	for i, o := range options {
 		want.Lines[o.Name] = i + 1

@@ -32,17 +32,18 @@ func ConfigFrom(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener
 		return nil, cfg.PathError("identities_file", errNoIdentities)
 	}
 	ng := &Config{
-		Listen:           cfg.NscaNGListen,
-		Threads:          cfg.NscaNGThreads,
-		MaxSessions:      cfg.NscaNGMaxSessions,
-		HandshakeTimeout: time.Duration(cfg.NscaNGHandshakeTimeout) * time.Second,
-		Timeout:          time.Duration(cfg.NscaNGTimeout) * time.Second,
-		MaxCommandSize:   cfg.NscaNGMaxCommandSize,
-		Ciphers:          cfg.NscaNGCiphers,
-		Identities:       FileIdentities(f),
-		Allowed:          allowed,
-		Grace:            grace,
-		Debug:            cfg.Debug,
+		Listen:              cfg.NscaNGListen,
+		Threads:             cfg.NscaNGThreads,
+		MaxSessions:         cfg.NscaNGMaxSessions,
+		HandshakeTimeout:    time.Duration(cfg.NscaNGHandshakeTimeout) * time.Second,
+		Timeout:             time.Duration(cfg.NscaNGTimeout) * time.Second,
+		MaxCommandSize:      cfg.NscaNGMaxCommandSize,
+		HandshakesPerSource: cfg.MaxHandshakesPerSource,
+		Ciphers:             cfg.NscaNGCiphers,
+		Identities:          FileIdentities(f),
+		Allowed:             allowed,
+		Grace:               grace,
+		Debug:               cfg.Debug,
 	}
 	if cfg.CommandFile != "" {
 		ng.Commands = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)

@@ -56,8 +56,11 @@ type Config struct {
 	// HandshakeTimeout bounds the TLS handshake, Timeout idleness after it.
 	HandshakeTimeout, Timeout time.Duration
 	MaxCommandSize            int
-	Ciphers                   string
-	Identities                Identities
+	// HandshakesPerSource caps the connections of one address that are
+	// in their TLS handshake (max_handshakes_per_source); 0: no cap.
+	HandshakesPerSource int
+	Ciphers             string
+	Identities          Identities
 	// Allowed, when not empty, lists the networks that may connect at all
 	// (allowed_hosts); an identity's networks narrow it further.
 	Allowed []netip.Prefix
@@ -82,9 +85,11 @@ type listener struct {
 	log      *counters.RateLog
 	workers  []*worker
 	sessions atomic.Int64
-	nextID   atomic.Uint64
-	commands chan pendingCommand
-	stop     chan struct{}
+	// handshakes holds each address's connections in their handshake.
+	handshakes *frontend.SourceLimit
+	nextID     atomic.Uint64
+	commands   chan pendingCommand
+	stop       chan struct{}
 	// acceptDone is set once no connection will be dealt to a worker.
 	acceptDone atomic.Bool
 }
@@ -116,7 +121,7 @@ func Start(ctx context.Context, stop chan struct{}, out chan<- intake.Submission
 		return fmt.Errorf("%w: %w", errListener, err)
 	}
 	s := &listener{cfg: cfg, ctx: tlsCtx, ln: ln, out: out, stats: env.Stats, log: env.Log,
-		commands: make(chan pendingCommand, 64), stop: stop}
+		commands: make(chan pendingCommand, 64), stop: stop, handshakes: frontend.NewSourceLimit(cfg.HandshakesPerSource)}
 	for i := 0; i < max(cfg.Threads, 1); i++ {
 		w, err := newWorker(s)
 		if err != nil {
@@ -245,7 +250,19 @@ func (s *listener) refuse(peer netip.AddrPort) string {
 	if s.sessions.Load() >= int64(s.cfg.MaxSessions) {
 		return fmt.Sprintf("nsca_ng_max_sessions=%d reached", s.cfg.MaxSessions)
 	}
+	if !s.handshakes.Take(peer.Addr()) {
+		return fmt.Sprintf("max_handshakes_per_source=%d reached: it has that many connections in their TLS handshake", s.handshakes.Max())
+	}
 	return ""
+}
+
+// left counts a session gone, and its handshake slot free when it left
+// before its handshake was done.
+func (s *listener) left(peer netip.AddrPort, handshaking bool) {
+	if handshaking {
+		s.handshakes.Release(peer.Addr())
+	}
+	s.sessions.Add(-1)
 }
 
 // writeCommands is the command file's writer for commands that are not

@@ -184,6 +184,7 @@ func (s *session) established() bool {
 		return false
 	}
 	srv.stats.Connections.Add(1)
+	srv.handshakes.Release(s.peer.Addr())
 	id := intake.IDBase(1) + srv.nextID.Add(1)
 	s.src = intake.Source{ID: id, Front: intake.FrontNSCAN, Peer: s.peer, Identity: s.identity, Who: s.who(), Outcomes: s}
 	s.state = stateFirst
@@ -241,7 +242,7 @@ func (s *session) end() {
 	s.tls.Free()
 	unix.Close(s.fd)
 	delete(w.sessions, s.fd)
-	w.srv.sessions.Add(-1)
+	w.srv.left(s.peer, s.state == stateHandshake)
 }
 
 func (s *session) reply(line string) {

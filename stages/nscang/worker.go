@@ -88,7 +88,7 @@ func (w *worker) post(e event) {
 	if w.closed {
 		if !e.ack {
 			unix.Close(e.fd)
-			w.srv.sessions.Add(-1)
+			w.srv.left(e.peer, true)
 		}
 		return
 	}
@@ -202,7 +202,7 @@ func (w *worker) start(fd int, peer netip.AddrPort) {
 	if err != nil {
 		srv.log.Warningf(peer.Addr().String(), "nsca-ng: closing connection from %s: %v", peer, err)
 		unix.Close(fd)
-		srv.sessions.Add(-1)
+		srv.left(peer, true)
 		return
 	}
 	now := time.Now()
