@@ -654,3 +654,52 @@ func TestNscaNGReload(t *testing.T) {
 	}
 	assertLines(t, commandsIn(t, cmd, lo, hi), want)
 }
+
+// TestNscaNGHandshakesPerSource: one address that opens 60 connections
+// and says nothing, with nsca_ng_max_sessions=50, holds no more than
+// max_handshakes_per_source of them (8 by default): the rest are refused
+// at once, counted and logged (rate-limited), and an nsca-ng client from
+// another address is served at once, not after the handshake timeout. A
+// stop does not wait for the silent ones' handshake timeout.
+func TestNscaNGHandshakesPerSource(t *testing.T) {
+	progs := ngExtract(t, false)
+	dir := t.TempDir()
+	cmd := commandFile(t, dir)
+	ids := filepath.Join(dir, "nsca-ng.cfg")
+	writeFile(t, ids, ngIdentities(cmd, 0), 0o600)
+	d, ngPort, metrics := ngStartDaemon(t, dir, cmd, ids, Config{"append_to_file": "1",
+		"nsca_ng_max_sessions": "50", "nsca_ng_handshake_timeout": "60"})
+	base, _ := relScrape(metrics)
+	const hostile = 60
+	for i := 0; i < hostile; i++ {
+		c, err := dialLocal(ngPort, "127.0.0.2", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	refused := `nsca_connections_refused_total`
+	if got := identWaitMetric(t, metrics, refused, base[refused]+hostile-8); got != base[refused]+hostile-8 {
+		t.Errorf("%s = %v, want %v: all but 8 of one address's silent connections refused", refused, got, base[refused]+hostile-8)
+	}
+	start := time.Now()
+	if out, err := (ngClient{bin: progs.client, identity: "alice", password: "alice-secret", port: ngPort}).run(t, "web1\tdisk\t0\tbeside a silent address\x17"); err != nil {
+		t.Errorf("nsca-ng client beside the silent address: %v\n%s", err, out)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the client waited %v: it was held back by the silent address", took)
+	}
+	waitFileLines(t, cmd, 1)
+	d.Stop()
+	// The rate-limited log says it at most 5 times per address in 10 s,
+	// and counts the rest in its summary.
+	n := 0
+	for _, l := range strings.Split(d.Stderr(), "\n") {
+		if strings.Contains(l, "max_handshakes_per_source=8 reached") && !strings.Contains(l, "suppressed by the rate limit") {
+			n++
+		}
+	}
+	if n < 1 || n > 5 {
+		t.Errorf("the per-source refusal was logged %d times for %d refusals, want it rate-limited", n, hostile-8)
+	}
+}

@@ -227,13 +227,31 @@ func (w *worker) sweep(now time.Time) {
 				s.end()
 			}
 		case w.stopping && now.After(w.stopAt):
-			s.bail("Server shutting down")
+			w.stopSession(s, now)
 		case s.state != stateClosing && now.Sub(s.lastActive) > w.srv.cfg.Timeout:
 			w.srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: %s idle for %v: bailing out", s.who(), w.srv.cfg.Timeout)
 			s.bail(strings.TrimPrefix(BailTimeout, "BAIL "))
 		case s.state == stateClosing && now.Sub(s.lastActive) > w.srv.cfg.Timeout:
 			s.end()
 		}
+	}
+}
+
+// stopSession ends s once a stop's grace is over: a session still in its
+// handshake has no one to tell and is closed, one whose BAIL or last
+// reply is not through within drainFor is closed too, and any other is
+// told BAIL. Otherwise a client that says nothing would hold a stop up
+// until its handshake or idle timeout.
+func (w *worker) stopSession(s *session, now time.Time) {
+	switch {
+	case s.state == stateHandshake:
+		s.end()
+	case s.state == stateClosing:
+		if now.After(w.stopAt.Add(drainFor)) {
+			s.end()
+		}
+	default:
+		s.bail("Server shutting down")
 	}
 }
 
