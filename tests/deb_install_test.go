@@ -7,8 +7,8 @@ package tests
 // (the stock package, /etc/nsca.cfg, policy-rc.d, the nagios user) at the
 // end, pass or fail.
 //
-// The README and man page tests below it keep the documentation's option
-// tables in step with conf.Options().
+// The README test below it keeps the README's option table in step with
+// conf.Options().
 
 import (
 	"bytes"
@@ -984,42 +984,4 @@ func debCellValue(cell string) string {
 		return ""
 	}
 	return strings.Trim(cell, "`")
-}
-
-// TestDebManPageListsEveryOption fails when conf/nsca.8, which the package
-// installs as nsca(8), misses an option of conf.Options(), gives another
-// default, or lists it outside CONFIGURATION. Each option is a ".TP" paragraph: ".B name", then
-// "Default: value." (or "Default: empty.") and the origin.
-func TestDebManPageListsEveryOption(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "conf", "nsca.8"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := string(b)
-	for _, o := range conf.Options() {
-		head := "\n.TP\n.B " + o.Name + "\n"
-		i := strings.Index(page, head)
-		if i < 0 {
-			t.Errorf("conf/nsca.8: option %s has no paragraph (%q)", o.Name, strings.TrimSpace(head))
-			continue
-		}
-		if sh := page[strings.LastIndex(page[:i+1], "\n.SH ")+1:]; !strings.HasPrefix(sh, ".SH CONFIGURATION\n") {
-			section, _, _ := strings.Cut(sh, "\n")
-			t.Errorf("conf/nsca.8: option %s is under %q, want .SH CONFIGURATION", o.Name, section)
-		}
-		next, _, _ := strings.Cut(page[i+len(head):], "\n")
-		def := "empty"
-		if o.Default != "" {
-			def = debManEscape(o.Default)
-		}
-		want := "Default: " + def + "; " + o.Origin + "."
-		if next != want {
-			t.Errorf("conf/nsca.8: %s: the line after .B says %q, want %q", o.Name, next, want)
-		}
-	}
-}
-
-// debManEscape writes a value as roff source shows it.
-func debManEscape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\e`), "-", `\-`)
 }
