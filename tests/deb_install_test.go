@@ -6,9 +6,6 @@ package tests
 // runs only with NSCA_DEB_TEST=1 and as root; it puts back what it changed
 // (the stock package, /etc/nsca.cfg, policy-rc.d, the nagios user) at the
 // end, pass or fail.
-//
-// The README test below it keeps the README's option table in step with
-// conf.Options().
 
 import (
 	"bytes"
@@ -911,77 +908,4 @@ func debNonce() string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// TestReadmeListsEveryOption fails when README.md's option table (the table
-// under "## Configuration") misses an option of conf.Options(), names one
-// that does not exist, or gives another default or origin.
-func TestReadmeListsEveryOption(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := debReadmeOptionRows(string(b))
-	if len(rows) == 0 {
-		t.Fatal(`README.md: no option table under "## Configuration" (rows like | ` + "`name`" + ` | default | origin | meaning |)`)
-	}
-	known := map[string]bool{}
-	for _, o := range conf.Options() {
-		known[o.Name] = true
-		cells, ok := rows[o.Name]
-		if !ok {
-			t.Errorf("README.md: option %s (%s, default %q) is missing from the table under ## Configuration", o.Name, o.Origin, o.Default)
-			continue
-		}
-		if got := debCellValue(cells[0]); got != o.Default {
-			t.Errorf("README.md: %s: default %q, conf.Options() says %q", o.Name, cells[0], o.Default)
-		}
-		if got := strings.TrimSpace(cells[1]); got != o.Origin {
-			t.Errorf("README.md: %s: origin %q, conf.Options() says %q", o.Name, got, o.Origin)
-		}
-		if strings.TrimSpace(cells[2]) == "" {
-			t.Errorf("README.md: %s: no meaning given", o.Name)
-		}
-	}
-	for name := range rows {
-		if !known[name] {
-			t.Errorf("README.md: the table lists %s, which is not an option (conf.Options())", name)
-		}
-	}
-}
-
-// debReadmeOptionRows returns the rows of the tables in README.md's
-// "## Configuration" section whose first cell is an option name in
-// backticks: name -> the cells after it.
-func debReadmeOptionRows(text string) map[string][]string {
-	rows := map[string][]string{}
-	in := false
-	for _, line := range strings.Split(text, "\n") {
-		switch {
-		case strings.HasPrefix(line, "## "):
-			in = strings.TrimSpace(line) == "## Configuration"
-			continue
-		case !in || !strings.HasPrefix(line, "|"):
-			continue
-		}
-		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
-		if len(cells) < 4 {
-			continue
-		}
-		name := strings.TrimSpace(cells[0])
-		if !strings.HasPrefix(name, "`") || !strings.HasSuffix(name, "`") {
-			continue
-		}
-		rows[strings.Trim(name, "`")] = cells[1:]
-	}
-	return rows
-}
-
-// debCellValue reads a default cell: `value`, or "(empty)" for none.
-func debCellValue(cell string) string {
-	cell = strings.TrimSpace(cell)
-	if cell == "(empty)" || cell == "" {
-		return ""
-	}
-	return strings.Trim(cell, "`")
 }

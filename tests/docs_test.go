@@ -2,7 +2,8 @@ package tests
 
 // The documentation against the option table, conf.Options(): nsca.cfg(5)
 // describes every option, with its default and origin, and nothing else
-// under OPTIONS.
+// under OPTIONS; the README's short table and its list of the C++
+// nsca_fast's options say what the code says.
 
 import (
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"nsca_fast/conf"
+	"nsca_fast/conf/option"
 )
 
 // TestManNscaCfgListsEveryOption fails when conf/nsca.cfg.5, installed as
@@ -57,6 +59,57 @@ func TestManNscaCfgListsEveryOption(t *testing.T) {
 	}
 }
 
+// TestReadmeOptionTable fails when a row of README.md's table of the
+// options that matter first names an option that does not exist, or gives
+// another default or origin than conf.Options(). The table is short on
+// purpose: nsca.cfg(5) has every option.
+func TestReadmeOptionTable(t *testing.T) {
+	section := docSection(docRead(t, "README.md"), "## The options that matter first")
+	byName := map[string]conf.Option{}
+	for _, o := range conf.Options() {
+		byName[o.Name] = o
+	}
+	rows := 0
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		name := strings.TrimSpace(cells[0])
+		if !strings.HasPrefix(line, "|") || len(cells) < 4 || !strings.HasPrefix(name, "`") {
+			continue
+		}
+		rows++
+		name = strings.Trim(name, "`")
+		o, ok := byName[name]
+		if !ok {
+			t.Errorf("README.md: the table lists %s, which is not an option (conf.Options())", name)
+			continue
+		}
+		if got := docCellValue(cells[1]); got != o.Default {
+			t.Errorf("README.md: %s: default %q, conf.Options() says %q", name, cells[1], o.Default)
+		}
+		if got := strings.TrimSpace(cells[2]); got != o.Origin {
+			t.Errorf("README.md: %s: origin %q, conf.Options() says %q", name, got, o.Origin)
+		}
+	}
+	if rows == 0 {
+		t.Fatal(`README.md: no option table under "## The options that matter first" (rows like | ` + "`name`" + ` | default | origin | meaning |)`)
+	}
+}
+
+// TestReadmeNamesCppOptions fails when README.md's section on migrating
+// from the C++ nsca_fast does not name, in backticks, every option that
+// came from it (origin nsca_fast in conf.Options()).
+func TestReadmeNamesCppOptions(t *testing.T) {
+	section := docSection(docRead(t, "README.md"), "### From the C++ nsca_fast")
+	if section == "" {
+		t.Fatal(`README.md has no "### From the C++ nsca_fast" section`)
+	}
+	for _, o := range conf.Options() {
+		if o.Origin == option.OriginNscaFast && !strings.Contains(section, "`"+o.Name+"`") {
+			t.Errorf("README.md: %q does not name the C++ nsca_fast's option %s", "### From the C++ nsca_fast", o.Name)
+		}
+	}
+}
+
 // docRead reads a file of the checkout.
 func docRead(t *testing.T, path ...string) string {
 	t.Helper()
@@ -95,6 +148,15 @@ func docSection(text, head string) string {
 		}
 	}
 	return strings.Join(lines[start+1:], "\n")
+}
+
+// docCellValue reads a default cell: `value`, or "(empty)" for none.
+func docCellValue(cell string) string {
+	cell = strings.TrimSpace(cell)
+	if cell == "(empty)" || cell == "" {
+		return ""
+	}
+	return strings.Trim(cell, "`")
 }
 
 // docManEscape writes a value as roff source shows it.
