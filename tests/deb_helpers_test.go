@@ -73,7 +73,7 @@ func debCheckPackage(t *testing.T, deb string) {
 	}
 	list := debRun(t, debCmdTimeout, "dpkg-deb", "-c", deb)
 	for _, path := range []string{"./usr/sbin/nsca", "./etc/nsca.cfg", "./lib/systemd/system/nsca.service",
-		"./lib/systemd/system/nsca.socket", "./usr/share/man/man8/nsca.8.gz", "./usr/share/doc/nsca-fast/copyright",
+		"./lib/systemd/system/nsca.socket", "./usr/share/man/man8/nsca.8.gz", "./usr/share/man/man5/nsca.cfg.5.gz", "./usr/share/doc/nsca-fast/copyright",
 		"./usr/share/doc/nsca-fast/README.md.gz", "./etc/logrotate.d/nsca-fast", "." + debInitScript} {
 		if !strings.Contains(list, " "+path+"\n") {
 			t.Errorf("the package lacks %s; dpkg-deb -c:\n%s", path, list)
