@@ -300,7 +300,7 @@ func debTryApt(t *testing.T, args ...string) {
 func debAptTry(args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), debAptTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-q"}, args...)...)
+	cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-q", "-o", "DPkg::Lock::Timeout=120"}, args...)...)
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -327,13 +327,25 @@ func debTry(t *testing.T, timeout time.Duration, name string, args ...string) {
 	}
 }
 
+// debExec runs a command within timeout. dpkg is run again while another
+// dpkg or apt holds its lock (on a shared machine or an image with
+// unattended upgrades), since dpkg itself does not wait for it.
 func debExec(timeout time.Duration, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	for {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		out, err := cmd.CombinedOutput()
+		if err == nil || name != "dpkg" || !bytes.Contains(out, []byte("lock was locked by another process")) {
+			return string(out), err
+		}
+		select {
+		case <-ctx.Done():
+			return string(out), err
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 func debSHA256(t *testing.T, path string) string {
