@@ -41,28 +41,7 @@ const (
 )
 
 func TestDebInstall(t *testing.T) {
-	if os.Getenv("NSCA_DEB_TEST") != "1" {
-		t.Skip("installs the nsca-fast .deb on this machine in place of the nsca package; " +
-			"set NSCA_DEB_TEST=1 to run it (scripts/test.sh does in CI)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("NSCA_DEB_TEST=1, but installing packages needs root")
-	}
-	for _, tool := range []string{"apt-get", "dpkg", "dpkg-deb", "dpkg-query", "bash", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("NSCA_DEB_TEST=1, but %s is not installed", tool)
-		}
-	}
-	root, err := filepath.Abs("..") // go test runs in the package directory
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Debian's nsca.cfg listens on port 5667 of every address; a daemon
-	// already there would take our results.
-	if debPortBusy(5667) {
-		t.Skip("NSCA_DEB_TEST=1, but port 5667 is in use (stop the daemon listening there, e.g. scripts/run.sh)")
-	}
-
+	root := debPrecheck(t)
 	state := debSaveState(t)
 
 	// 1. Debian's nsca package with its own /etc/nsca.cfg, without starting
@@ -72,6 +51,10 @@ func TestDebInstall(t *testing.T) {
 	if got := debStatus(t, debStock); got != "install ok installed" {
 		t.Fatalf("after apt-get install %s: status %q", debStock, got)
 	}
+	// Enabled at boot, as an administrator does it (Debian 12's package
+	// leaves it disabled): the package keeps it so (TestDebKeepsBootChoice
+	// installs over a disabled one).
+	debEnableStock(t)
 	sum := debSHA256(t, debConfig)
 	t.Logf("%s of %s: sha256 %s", debConfig, debStock, sum)
 	cfg, err := conf.Load(debConfig)
@@ -303,6 +286,34 @@ func TestDebInstall(t *testing.T) {
 		t.Errorf("dpkg --purge left pid %d running", running)
 	}
 	debCheckPurged(t)
+}
+
+// debPrecheck skips the test unless it may install packages on this machine
+// and port 5667 is free, and returns the checkout's root.
+func debPrecheck(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("NSCA_DEB_TEST") != "1" {
+		t.Skip("installs the nsca-fast .deb on this machine in place of the nsca package; " +
+			"set NSCA_DEB_TEST=1 to run it (scripts/test.sh does in CI)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("NSCA_DEB_TEST=1, but installing packages needs root")
+	}
+	for _, tool := range []string{"apt-get", "dpkg", "dpkg-deb", "dpkg-query", "bash", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("NSCA_DEB_TEST=1, but %s is not installed", tool)
+		}
+	}
+	root, err := filepath.Abs("..") // go test runs in the package directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Debian's nsca.cfg listens on port 5667 of every address; a daemon
+	// already there would take our results.
+	if debPortBusy(5667) {
+		t.Skip("NSCA_DEB_TEST=1, but port 5667 is in use (stop the daemon listening there, e.g. scripts/run.sh)")
+	}
+	return root
 }
 
 // debInitScript is the package's init script, under the stock name.

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -25,6 +27,97 @@ type debState struct {
 	hadGroup       bool
 	hadRunDir      map[string]bool // directories that existed before
 	created        []string        // paths the test made, removed in reverse
+	boot           map[string]debFile
+	runDaemon      string // debconf's nsca/run-nsca-daemon, "" if unset
+}
+
+// debBootGlobs are the files that say whether nsca starts at boot, which
+// the tests change as an administrator would: the rc links, systemd's
+// links and deb-systemd-helper's records of them, and inetd's
+// configuration.
+var debBootGlobs = []string{
+	"/etc/rc[0-6S].d/[SK][0-9][0-9]nsca",
+	"/etc/systemd/system/*.wants/nsca.service",
+	"/var/lib/systemd/deb-systemd-helper-enabled/nsca.service.dsh-also",
+	"/var/lib/systemd/deb-systemd-helper-enabled/*.wants/nsca.service",
+	"/etc/inetd.conf",
+}
+
+// debFile is a file or symbolic link as it was.
+type debFile struct {
+	link string // the target of a symbolic link, "" for a file
+	data []byte
+	mode fs.FileMode
+}
+
+// debSnapshot records every file that matches globs.
+func debSnapshot(t *testing.T, globs []string) map[string]debFile {
+	t.Helper()
+	snap := map[string]debFile{}
+	for _, path := range debGlob(t, globs) {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			link, _ := os.Readlink(path)
+			snap[path] = debFile{link: link}
+			continue
+		}
+		snap[path] = debFile{data: debReadFile(t, path), mode: fi.Mode().Perm()}
+	}
+	return snap
+}
+
+// debPutBack makes the files that match globs what snap recorded: it
+// removes the others and writes back the recorded ones.
+func debPutBack(t *testing.T, globs []string, snap map[string]debFile) {
+	for _, path := range debGlob(t, globs) {
+		if _, keep := snap[path]; !keep {
+			if err := os.Remove(path); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	}
+	for path, f := range snap {
+		os.Remove(path)
+		var err error
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			if f.link != "" {
+				err = os.Symlink(f.link, path)
+			} else {
+				err = os.WriteFile(path, f.data, f.mode)
+			}
+		}
+		if err != nil {
+			t.Errorf("cleanup: putting back %s: %v", path, err)
+		}
+	}
+}
+
+func debGlob(t *testing.T, globs []string) []string {
+	t.Helper()
+	var paths []string
+	for _, g := range globs {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, m...)
+	}
+	return paths
+}
+
+// debRunDaemon reads the stock package's debconf answer to "Should the nsca
+// daemon be enabled by default?"; "" when it has none.
+func debRunDaemon() string {
+	out, _ := exec.Command("debconf-show", debStock).Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, v, ok := strings.Cut(line, "nsca/run-nsca-daemon: "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // debSaveState records the system's state and registers the cleanup that
@@ -52,6 +145,7 @@ func debSaveState(t *testing.T) *debState {
 		_, err := os.Stat(d)
 		s.hadRunDir[d] = err == nil
 	}
+	s.boot, s.runDaemon = debSnapshot(t, debBootGlobs), debRunDaemon()
 	t.Cleanup(func() { s.restore(t) })
 	return s
 }
@@ -62,6 +156,9 @@ func (s *debState) restore(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 	}
+	// Whatever policy the test left, reinstalling the stock package must
+	// not start its daemon; the saved policy comes back last.
+	debPolicyDeny(t)
 	if got := debStatus(t, debPackage); got != "" && !strings.Contains(got, "not-installed") {
 		debTry(t, debCmdTimeout, "dpkg", "--purge", debPackage)
 	}
@@ -73,6 +170,15 @@ func (s *debState) restore(t *testing.T) {
 		debTryApt(t, "install", "-y", "-o", "Dpkg::Options::=--force-confold", "-o", "Dpkg::Options::=--force-confmiss", debStock)
 	case !s.stockInstalled && stock:
 		debTry(t, debCmdTimeout, "dpkg", "--purge", debStock)
+	}
+	// After the packages, whose scripts change them.
+	debPutBack(t, debBootGlobs, s.boot)
+	if s.runDaemon != "" && debRunDaemon() != s.runDaemon {
+		cmd := exec.Command("debconf-set-selections")
+		cmd.Stdin = strings.NewReader(debStock + " nsca/run-nsca-daemon boolean " + s.runDaemon + "\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("cleanup: debconf-set-selections: %v\n%s", err, out)
+		}
 	}
 	if s.config != nil {
 		if cur, err := os.ReadFile(debConfig); err != nil || !bytes.Equal(cur, s.config) {
