@@ -15,7 +15,7 @@
 # by root in the package (dpkg-deb --root-owner-group).
 #
 # What the package holds, and why, is described in README.md ("Installing
-# from the .deb"); the maintainer scripts are in conf/debian/.
+# over stock nsca"); the maintainer scripts are in conf/debian/.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,16 +68,19 @@ maintainer=${MAINTAINER:-$(git -C "$root" log -1 --format='%an <%ae>' 2>/dev/nul
 maintainer=${maintainer:-"nsca_fast maintainers <root@localhost>"}
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}
 
-[ -f "$root/conf/nsca.8" ] || die "conf/nsca.8 (the man page) is missing"
+for page in nsca.8 nsca.cfg.5; do
+  [ -f "$root/conf/$page" ] || die "conf/$page (a man page) is missing"
+done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pkg="$work/pkg"
 install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/usr/lib/tmpfiles.d" \
-  "$pkg/etc/logrotate.d" "$pkg/etc/init.d" "$pkg/usr/share/man/man8" "$pkg/usr/share/doc/nsca-fast/examples"
+  "$pkg/etc/logrotate.d" "$pkg/etc/init.d" "$pkg/usr/share/man/man5" "$pkg/usr/share/man/man8" \
+  "$pkg/usr/share/doc/nsca-fast/examples"
 
 # The daemon. cgo links libmcrypt and OpenSSL's libssl (the nsca-ng
-# listener), hence Depends: libmcrypt4, libssl3.
+# listener); Depends is read off the binary below.
 (cd "$root" && CGO_ENABLED=1 go build -trimpath -ldflags "-X main.Version=$version" \
   -o "$pkg/usr/sbin/nsca" ./src)
 chmod 0755 "$pkg/usr/sbin/nsca"
@@ -102,8 +105,10 @@ install -m 0644 "$root/conf/debian/nsca-fast.logrotate" "$pkg/etc/logrotate.d/ns
 install -m 0644 "$root/conf/grafana/nsca_fast.json" "$pkg/usr/share/doc/nsca-fast/examples/grafana-nsca_fast.json"
 install -m 0644 "$root/conf/prometheus/nsca_fast.rules.yml" "$pkg/usr/share/doc/nsca-fast/examples/nsca_fast.rules.yml"
 
+# nsca(8), the daemon, and nsca.cfg(5), every option of its configuration.
 gzip -9n <"$root/conf/nsca.8" >"$pkg/usr/share/man/man8/nsca.8.gz"
-chmod 0644 "$pkg/usr/share/man/man8/nsca.8.gz"
+gzip -9n <"$root/conf/nsca.cfg.5" >"$pkg/usr/share/man/man5/nsca.cfg.5.gz"
+chmod 0644 "$pkg/usr/share/man/man8/nsca.8.gz" "$pkg/usr/share/man/man5/nsca.cfg.5.gz"
 
 doc="$pkg/usr/share/doc/nsca-fast"
 if [ -f "$root/README.md" ]; then
@@ -150,13 +155,23 @@ sh -c '. "$1"; write_sample "$2"' sh "$work/write_sample.sh" "$work/sample.out"
 [ "$(md5sum <"$work/sample.out" | cut -d' ' -f1)" = "$sample_md5" ] || die "preinst does not reproduce conf/nsca.cfg"
 install -m 0644 "$root/conf/debian/conffiles" "$pkg/DEBIAN/conffiles"
 
-# Depends: the libraries the binary links, with the glibc version its symbols
-# need.
-depends="libc6, libmcrypt4, libssl3"
-if command -v objdump >/dev/null; then
-  glibc=$(objdump -T "$pkg/usr/sbin/nsca" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
-  [ -n "$glibc" ] && depends="libc6 (>= $glibc), libmcrypt4, libssl3"
-fi
+# Depends: the package of each library the binary links (its NEEDED
+# entries), libc6 with the glibc version its symbols need. A library not
+# named here stops the build rather than ship a package that installs
+# without it.
+command -v objdump >/dev/null || die "objdump (binutils) is not installed"
+depends=
+for lib in $(objdump -p "$pkg/usr/sbin/nsca" | awk '$1 == "NEEDED" { print $2 }'); do
+  case $lib in
+    libc.so.6)
+      glibc=$(objdump -T "$pkg/usr/sbin/nsca" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+      dep="libc6${glibc:+ (>= $glibc)}" ;;
+    libmcrypt.so.4) dep=libmcrypt4 ;;
+    libssl.so.3 | libcrypto.so.3) dep=libssl3 ;;
+    *) die "the binary links $lib: add its package to Depends in scripts/build-deb.sh" ;;
+  esac
+  case ", $depends, " in *", $dep, "*) ;; *) depends=${depends:+$depends, }$dep ;; esac
+done
 installed_size=$(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
 sed -e "s|@VERSION@|$version|" -e "s|@ARCH@|$arch|" -e "s|@MAINTAINER@|$maintainer|" \
   -e "s|@INSTALLED_SIZE@|$installed_size|" -e "s|@DEPENDS@|$depends|" \

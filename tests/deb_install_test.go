@@ -6,22 +6,14 @@ package tests
 // runs only with NSCA_DEB_TEST=1 and as root; it puts back what it changed
 // (the stock package, /etc/nsca.cfg, policy-rc.d, the nagios user) at the
 // end, pass or fail.
-//
-// The README and man page tests below it keep the documentation's option
-// tables in step with conf.Options().
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -49,28 +41,7 @@ const (
 )
 
 func TestDebInstall(t *testing.T) {
-	if os.Getenv("NSCA_DEB_TEST") != "1" {
-		t.Skip("installs the nsca-fast .deb on this machine in place of the nsca package; " +
-			"set NSCA_DEB_TEST=1 to run it (scripts/test.sh does in CI)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("NSCA_DEB_TEST=1, but installing packages needs root")
-	}
-	for _, tool := range []string{"apt-get", "dpkg", "dpkg-deb", "dpkg-query", "bash", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("NSCA_DEB_TEST=1, but %s is not installed", tool)
-		}
-	}
-	root, err := filepath.Abs("..") // go test runs in the package directory
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Debian's nsca.cfg listens on port 5667 of every address; a daemon
-	// already there would take our results.
-	if debPortBusy(5667) {
-		t.Skip("NSCA_DEB_TEST=1, but port 5667 is in use (stop the daemon listening there, e.g. scripts/run.sh)")
-	}
-
+	root := debPrecheck(t)
 	state := debSaveState(t)
 
 	// 1. Debian's nsca package with its own /etc/nsca.cfg, without starting
@@ -80,6 +51,10 @@ func TestDebInstall(t *testing.T) {
 	if got := debStatus(t, debStock); got != "install ok installed" {
 		t.Fatalf("after apt-get install %s: status %q", debStock, got)
 	}
+	// Enabled at boot, as an administrator does it (Debian 12's package
+	// leaves it disabled): the package keeps it so (TestDebKeepsBootChoice
+	// installs over a disabled one).
+	debEnableStock(t)
 	sum := debSHA256(t, debConfig)
 	t.Logf("%s of %s: sha256 %s", debConfig, debStock, sum)
 	cfg, err := conf.Load(debConfig)
@@ -313,6 +288,34 @@ func TestDebInstall(t *testing.T) {
 	debCheckPurged(t)
 }
 
+// debPrecheck skips the test unless it may install packages on this machine
+// and port 5667 is free, and returns the checkout's root.
+func debPrecheck(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("NSCA_DEB_TEST") != "1" {
+		t.Skip("installs the nsca-fast .deb on this machine in place of the nsca package; " +
+			"set NSCA_DEB_TEST=1 to run it (scripts/test.sh does in CI)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("NSCA_DEB_TEST=1, but installing packages needs root")
+	}
+	for _, tool := range []string{"apt-get", "dpkg", "dpkg-deb", "dpkg-query", "bash", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("NSCA_DEB_TEST=1, but %s is not installed", tool)
+		}
+	}
+	root, err := filepath.Abs("..") // go test runs in the package directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Debian's nsca.cfg listens on port 5667 of every address; a daemon
+	// already there would take our results.
+	if debPortBusy(5667) {
+		t.Skip("NSCA_DEB_TEST=1, but port 5667 is in use (stop the daemon listening there, e.g. scripts/run.sh)")
+	}
+	return root
+}
+
 // debInitScript is the package's init script, under the stock name.
 const debInitScript = "/etc/init.d/nsca"
 
@@ -439,587 +442,4 @@ func debKillInstalled(t *testing.T) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	waitGone(debProcesses(debInstalled), debWait)
-}
-
-// debState is what the test changes on the system, as it was before.
-type debState struct {
-	stockInstalled bool
-	config         []byte // nil: no /etc/nsca.cfg
-	configMode     fs.FileMode
-	policy         []byte // nil: no policy-rc.d
-	policyMode     fs.FileMode
-	hadUser        bool
-	hadGroup       bool
-	hadRunDir      map[string]bool // directories that existed before
-	created        []string        // paths the test made, removed in reverse
-}
-
-// debSaveState records the system's state and registers the cleanup that
-// restores it, which runs after every other cleanup of the test.
-func debSaveState(t *testing.T) *debState {
-	t.Helper()
-	s := &debState{hadRunDir: map[string]bool{}}
-	if got := debStatus(t, debPackage); got != "" && !strings.Contains(got, "not-installed") {
-		// Left by an interrupted run: start from a clean slate.
-		t.Logf("%s is present (%q); purging it first", debPackage, got)
-		debRun(t, debCmdTimeout, "dpkg", "--purge", debPackage)
-	}
-	s.stockInstalled = debStatus(t, debStock) == "install ok installed"
-	if fi, err := os.Stat(debConfig); err == nil {
-		s.config, s.configMode = debReadFile(t, debConfig), fi.Mode().Perm()
-	}
-	if fi, err := os.Lstat(debPolicyRcD); err == nil {
-		s.policy, s.policyMode = debReadFile(t, debPolicyRcD), fi.Mode().Perm()
-	}
-	_, err := user.Lookup("nagios")
-	s.hadUser = err == nil
-	_, err = user.LookupGroup("nagios")
-	s.hadGroup = err == nil
-	for _, d := range []string{"/run/nagios"} {
-		_, err := os.Stat(d)
-		s.hadRunDir[d] = err == nil
-	}
-	t.Cleanup(func() { s.restore(t) })
-	return s
-}
-
-func (s *debState) restore(t *testing.T) {
-	for i := len(s.created) - 1; i >= 0; i-- {
-		if err := os.Remove(s.created[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("cleanup: %v", err)
-		}
-	}
-	if got := debStatus(t, debPackage); got != "" && !strings.Contains(got, "not-installed") {
-		debTry(t, debCmdTimeout, "dpkg", "--purge", debPackage)
-	}
-	stock := debStatus(t, debStock) == "install ok installed"
-	switch {
-	case s.stockInstalled && !stock:
-		// Reinstall the stock package, with its /etc/nsca.cfg if the purge
-		// above removed it (policy-rc.d is still in place).
-		debTryApt(t, "install", "-y", "-o", "Dpkg::Options::=--force-confold", "-o", "Dpkg::Options::=--force-confmiss", debStock)
-	case !s.stockInstalled && stock:
-		debTry(t, debCmdTimeout, "dpkg", "--purge", debStock)
-	}
-	if s.config != nil {
-		if cur, err := os.ReadFile(debConfig); err != nil || !bytes.Equal(cur, s.config) {
-			if err := os.WriteFile(debConfig, s.config, s.configMode); err != nil {
-				t.Errorf("cleanup: restoring %s: %v", debConfig, err)
-			}
-		}
-	}
-	if !s.hadUser {
-		if _, err := user.Lookup("nagios"); err == nil {
-			debTry(t, debCmdTimeout, "userdel", "nagios")
-		}
-	}
-	if !s.hadGroup {
-		if _, err := user.LookupGroup("nagios"); err == nil {
-			debTry(t, debCmdTimeout, "groupdel", "nagios")
-		}
-	}
-	for d, had := range s.hadRunDir {
-		if !had {
-			os.Remove(d) // only if empty
-		}
-	}
-	switch {
-	case s.policy == nil:
-		os.Remove(debPolicyRcD)
-	default:
-		if err := os.WriteFile(debPolicyRcD, s.policy, s.policyMode); err != nil {
-			t.Errorf("cleanup: restoring %s: %v", debPolicyRcD, err)
-		}
-		os.Chmod(debPolicyRcD, s.policyMode)
-	}
-}
-
-// debPolicyDeny installs a policy-rc.d that forbids starting services, so
-// installing the stock package does not start its daemon. The state's
-// cleanup puts the previous one back.
-func debPolicyDeny(t *testing.T) { debPolicy(t, 101) }
-
-// debPolicy installs a policy-rc.d that answers every invoke-rc.d query
-// with code: 101 forbids, 0 allows (also where invoke-rc.d finds no
-// runlevel, as on this machine).
-func debPolicy(t *testing.T, code int) {
-	t.Helper()
-	writeFile(t, debPolicyRcD, fmt.Sprintf("#!/bin/sh\n# written by nsca_fast's tests/deb_install_test.go\nexit %d\n", code), 0o755)
-}
-
-// debBuild runs scripts/build-deb.sh into dir and returns the package's path.
-func debBuild(t *testing.T, root, dir string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), debBuildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "build-deb.sh"), dir)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("scripts/build-deb.sh %s: %v\n%s%s", dir, err, stdout, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
-	deb := lines[len(lines)-1]
-	arch := strings.TrimSpace(debRun(t, debCmdTimeout, "dpkg", "--print-architecture"))
-	name := regexp.MustCompile(`^nsca-fast_[0-9][A-Za-z0-9.+~]*_` + regexp.QuoteMeta(arch) + `\.deb$`)
-	if filepath.Dir(deb) != dir || !name.MatchString(filepath.Base(deb)) {
-		t.Fatalf("scripts/build-deb.sh printed %q, want %s/nsca-fast_<version>_%s.deb", deb, dir, arch)
-	}
-	if _, err := os.Stat(deb); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("built %s", deb)
-	return deb
-}
-
-// debCheckPackage checks the control fields and the file list of the .deb.
-func debCheckPackage(t *testing.T, deb string) {
-	t.Helper()
-	fields := map[string]string{}
-	for _, f := range []string{"Package", "Provides", "Conflicts", "Replaces", "Depends"} {
-		fields[f] = strings.TrimSpace(debRun(t, debCmdTimeout, "dpkg-deb", "-f", deb, f))
-	}
-	if fields["Package"] != debPackage {
-		t.Errorf("Package: %q", fields["Package"])
-	}
-	for _, f := range []string{"Provides", "Conflicts", "Replaces"} {
-		if !debListHas(fields[f], debStock) {
-			t.Errorf("%s: %q does not name %s", f, fields[f], debStock)
-		}
-	}
-	for _, dep := range []string{"libc6", "libmcrypt4", "libssl3"} {
-		if !debListHas(fields["Depends"], dep) {
-			t.Errorf("Depends: %q does not name %s", fields["Depends"], dep)
-		}
-	}
-	list := debRun(t, debCmdTimeout, "dpkg-deb", "-c", deb)
-	for _, path := range []string{"./usr/sbin/nsca", "./etc/nsca.cfg", "./lib/systemd/system/nsca.service",
-		"./lib/systemd/system/nsca.socket", "./usr/share/man/man8/nsca.8.gz", "./usr/share/doc/nsca-fast/copyright",
-		"./usr/share/doc/nsca-fast/README.md.gz", "./etc/logrotate.d/nsca-fast", "." + debInitScript} {
-		if !strings.Contains(list, " "+path+"\n") {
-			t.Errorf("the package lacks %s; dpkg-deb -c:\n%s", path, list)
-		}
-	}
-	conffiles := debRun(t, debCmdTimeout, "dpkg-deb", "--info", deb, "conffiles")
-	if want := debConfig + "\n" + debLogrotate + "\n" + debInitScript; strings.TrimSpace(conffiles) != want {
-		t.Errorf("conffiles: %q, want %q", conffiles, want)
-	}
-	tree := t.TempDir()
-	debRun(t, debCmdTimeout, "dpkg-deb", "-x", deb, tree)
-	unit := string(debReadFile(t, filepath.Join(tree, "lib/systemd/system/nsca.service")))
-	for _, want := range []string{"Type=notify", "ExecReload=/bin/kill -HUP $MAINPID", "ExecStart=/usr/sbin/nsca -c /etc/nsca.cfg -f"} {
-		if !strings.Contains(unit, want+"\n") {
-			t.Errorf("nsca.service lacks %q:\n%s", want, unit)
-		}
-	}
-	// logrotate -d reads the snippet and rotates nothing.
-	snippet := filepath.Join(tree, strings.TrimPrefix(debLogrotate, "/"))
-	if _, err := os.Stat(rotLogrotate); err == nil {
-		out, err := exec.Command(rotLogrotate, "-d", "-s", filepath.Join(t.TempDir(), "state"), snippet).CombinedOutput()
-		if err != nil || strings.Contains(string(out), "error:") {
-			t.Errorf("logrotate -d %s: %v\n%s", debLogrotate, err, out)
-		}
-	}
-}
-
-// debListHas reports whether a relationship field names pkg.
-func debListHas(field, pkg string) bool {
-	for _, alt := range strings.FieldsFunc(field, func(r rune) bool { return r == ',' || r == '|' }) {
-		name, _, _ := strings.Cut(strings.TrimSpace(alt), " ")
-		if name == pkg {
-			return true
-		}
-	}
-	return false
-}
-
-// debUnchangedConffile reports whether path still has the content pkg
-// shipped (its md5sum in dpkg's conffile record).
-func debUnchangedConffile(t *testing.T, pkg, path string) bool {
-	t.Helper()
-	out := debRun(t, debCmdTimeout, "dpkg-query", "-W", "-f=${Conffiles}\n", pkg)
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == path {
-			sum := strings.TrimSpace(debRun(t, debCmdTimeout, "md5sum", path))
-			return strings.HasPrefix(sum, f[1]+" ")
-		}
-	}
-	return false
-}
-
-// debIdentity looks up nsca_user and nsca_group, which the package must have
-// made available (it creates nagios); -1 for an option left empty.
-func debIdentity(t *testing.T, cfg *conf.Config) (uid, gid int) {
-	t.Helper()
-	uid, gid = -1, -1
-	if cfg.User != "" {
-		u, err := user.Lookup(cfg.User)
-		if err != nil {
-			t.Fatalf("nsca_user=%s of %s does not exist after installing %s: %v", cfg.User, debConfig, debPackage, err)
-		}
-		uid, _ = strconv.Atoi(u.Uid)
-		gid, _ = strconv.Atoi(u.Gid)
-	}
-	if cfg.Group != "" {
-		g, err := user.LookupGroup(cfg.Group)
-		if err != nil {
-			t.Fatalf("nsca_group=%s of %s does not exist: %v", cfg.Group, debConfig, err)
-		}
-		gid, _ = strconv.Atoi(g.Gid)
-	}
-	return uid, gid
-}
-
-// debMakeFIFO makes a FIFO at path that the daemon's user may write, with
-// the directories above it; the state's cleanup removes what it made.
-func debMakeFIFO(t *testing.T, s *debState, path string, uid, gid int) string {
-	t.Helper()
-	var missing []string
-	for d := filepath.Dir(path); d != "/" && d != "."; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil {
-			t.Fatal(err)
-		}
-		s.created = append(s.created, missing[i])
-	}
-	if err := syscall.Mkfifo(path, 0o660); err != nil {
-		t.Fatalf("mkfifo %s: %v", path, err)
-	}
-	s.created = append(s.created, path)
-	if err := os.Chown(path, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-type debDaemon struct {
-	p   *proc
-	log *lockedBuffer
-}
-
-func (d *debDaemon) pid() int { return d.p.cmd.Process.Pid }
-
-// debStartDaemon starts the daemon and waits until it says it listens.
-func debStartDaemon(t *testing.T, bin string, args ...string) *debDaemon {
-	t.Helper()
-	d := &debDaemon{log: &lockedBuffer{}}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = d.log, d.log
-	d.p = mustStart(t, bin, cmd)
-	t.Cleanup(func() {
-		if !d.p.hasExited() {
-			d.p.cmd.Process.Kill()
-			<-d.p.exited
-		}
-	})
-	listening := func() bool { return strings.Contains(d.log.String(), " listening on ") }
-	waitFor(debWait, func() bool { return listening() || d.p.hasExited() })
-	switch {
-	case listening():
-	case d.p.hasExited():
-		t.Fatalf("%s %s exited at start (%v); log:\n%s", bin, strings.Join(args, " "), d.p.err, d.log.String())
-	default:
-		t.Fatalf("%s did not report listening within %v; log:\n%s", bin, debWait, d.log.String())
-	}
-	return d
-}
-
-// stop sends SIGTERM to the daemon's PID and returns its exit status.
-func (d *debDaemon) stop(t *testing.T) int {
-	t.Helper()
-	if d.p.terminate(debWait) {
-		t.Errorf("the daemon did not stop within %v of SIGTERM; it was killed", debWait)
-	}
-	return d.p.state.ExitCode()
-}
-
-// debSend sends one result with Debian's send_nsca, using
-// /etc/send_nsca.cfg when its settings match the daemon's.
-func debSend(t *testing.T, cfg *conf.Config, input string) {
-	t.Helper()
-	cl := Client{Password: cfg.Password, Method: cfg.DecryptionMethod}
-	method, password, err := debClientSettings(debSendConfig)
-	if err != nil || method != cfg.DecryptionMethod || password != cfg.Password {
-		t.Logf("%s does not match %s (%v); using encryption_method=%d and its password", debSendConfig, debConfig, err, cfg.DecryptionMethod)
-	} else {
-		cl.CfgPath = debSendConfig
-		t.Logf("sending with %s (encryption_method=%d, matching %s)", debSendConfig, method, debConfig)
-	}
-	cl.send(t, cfg.ServerPort, input, 1)
-}
-
-// debClientSettings reads encryption_method and password from a
-// send_nsca.cfg, with send_nsca's defaults (1, empty).
-func debClientSettings(path string) (method int, password string, err error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, "", err
-	}
-	method = 1
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, value, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
-		}
-		switch name {
-		case "encryption_method":
-			if method, err = strconv.Atoi(strings.TrimSpace(value)); err != nil {
-				return 0, "", fmt.Errorf("encryption_method=%q", value)
-			}
-		case "password":
-			password = value
-		}
-	}
-	return method, password, nil
-}
-
-// debStatus is dpkg's status of pkg ("install ok installed", ...), or "" if
-// dpkg has never heard of it.
-func debStatus(t *testing.T, pkg string) string {
-	t.Helper()
-	out, err := exec.Command("dpkg-query", "-W", "-f=${Status}", pkg).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// debApt runs apt-get non-interactively, updating the package lists once
-// if the first attempt fails (a fresh container has none).
-func debApt(t *testing.T, args ...string) {
-	t.Helper()
-	if err := debAptTry(args...); err != nil {
-		t.Logf("apt-get %s: %v; running apt-get update", strings.Join(args, " "), err)
-		if err := debAptTry("update"); err != nil {
-			t.Fatalf("apt-get update: %v", err)
-		}
-		if err := debAptTry(args...); err != nil {
-			t.Fatalf("apt-get %s: %v", strings.Join(args, " "), err)
-		}
-	}
-}
-
-func debTryApt(t *testing.T, args ...string) {
-	t.Helper()
-	if err := debAptTry(args...); err != nil {
-		t.Errorf("cleanup: apt-get %s: %v", strings.Join(args, " "), err)
-	}
-}
-
-func debAptTry(args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), debAptTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-q"}, args...)...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%w\n%s", err, out)
-	}
-	return nil
-}
-
-// debRun runs a command to completion within timeout (standard input is
-// /dev/null, so dpkg cannot wait for an answer) and returns its output.
-func debRun(t *testing.T, timeout time.Duration, name string, args ...string) string {
-	t.Helper()
-	out, err := debExec(timeout, name, args...)
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-func debTry(t *testing.T, timeout time.Duration, name string, args ...string) {
-	t.Helper()
-	if out, err := debExec(timeout, name, args...); err != nil {
-		t.Errorf("cleanup: %s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-func debExec(timeout time.Duration, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func debSHA256(t *testing.T, path string) string {
-	t.Helper()
-	sum := sha256.Sum256(debReadFile(t, path))
-	return hex.EncodeToString(sum[:])
-}
-
-func debReadFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// debPortBusy reports whether something accepts connections on the port.
-func debPortBusy(port int) bool {
-	c, err := dialLocal(port, "", time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-// debProcUID is the real uid of a process, -1 if it cannot be read.
-func debProcUID(pid int) int {
-	ids := procStatus(pid, "Uid:")
-	if len(ids) == 0 {
-		return -1
-	}
-	n, _ := strconv.Atoi(ids[0])
-	return n
-}
-
-// debProcesses lists the processes running the program at path (also after
-// it was deleted).
-func debProcesses(path string) []int {
-	var pids []int
-	for _, pid := range procPIDs() {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err == nil && (exe == path || exe == path+" (deleted)") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func debNonce() string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// TestReadmeListsEveryOption fails when README.md's option table (the table
-// under "## Configuration") misses an option of conf.Options(), names one
-// that does not exist, or gives another default or origin.
-func TestReadmeListsEveryOption(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := debReadmeOptionRows(string(b))
-	if len(rows) == 0 {
-		t.Fatal(`README.md: no option table under "## Configuration" (rows like | ` + "`name`" + ` | default | origin | meaning |)`)
-	}
-	known := map[string]bool{}
-	for _, o := range conf.Options() {
-		known[o.Name] = true
-		cells, ok := rows[o.Name]
-		if !ok {
-			t.Errorf("README.md: option %s (%s, default %q) is missing from the table under ## Configuration", o.Name, o.Origin, o.Default)
-			continue
-		}
-		if got := debCellValue(cells[0]); got != o.Default {
-			t.Errorf("README.md: %s: default %q, conf.Options() says %q", o.Name, cells[0], o.Default)
-		}
-		if got := strings.TrimSpace(cells[1]); got != o.Origin {
-			t.Errorf("README.md: %s: origin %q, conf.Options() says %q", o.Name, got, o.Origin)
-		}
-		if strings.TrimSpace(cells[2]) == "" {
-			t.Errorf("README.md: %s: no meaning given", o.Name)
-		}
-	}
-	for name := range rows {
-		if !known[name] {
-			t.Errorf("README.md: the table lists %s, which is not an option (conf.Options())", name)
-		}
-	}
-}
-
-// debReadmeOptionRows returns the rows of the tables in README.md's
-// "## Configuration" section whose first cell is an option name in
-// backticks: name -> the cells after it.
-func debReadmeOptionRows(text string) map[string][]string {
-	rows := map[string][]string{}
-	in := false
-	for _, line := range strings.Split(text, "\n") {
-		switch {
-		case strings.HasPrefix(line, "## "):
-			in = strings.TrimSpace(line) == "## Configuration"
-			continue
-		case !in || !strings.HasPrefix(line, "|"):
-			continue
-		}
-		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
-		if len(cells) < 4 {
-			continue
-		}
-		name := strings.TrimSpace(cells[0])
-		if !strings.HasPrefix(name, "`") || !strings.HasSuffix(name, "`") {
-			continue
-		}
-		rows[strings.Trim(name, "`")] = cells[1:]
-	}
-	return rows
-}
-
-// debCellValue reads a default cell: `value`, or "(empty)" for none.
-func debCellValue(cell string) string {
-	cell = strings.TrimSpace(cell)
-	if cell == "(empty)" || cell == "" {
-		return ""
-	}
-	return strings.Trim(cell, "`")
-}
-
-// TestDebManPageListsEveryOption fails when conf/nsca.8, which the package
-// installs as nsca(8), misses an option of conf.Options(), gives another
-// default, or lists it outside CONFIGURATION. Each option is a ".TP" paragraph: ".B name", then
-// "Default: value." (or "Default: empty.") and the origin.
-func TestDebManPageListsEveryOption(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "conf", "nsca.8"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := string(b)
-	for _, o := range conf.Options() {
-		head := "\n.TP\n.B " + o.Name + "\n"
-		i := strings.Index(page, head)
-		if i < 0 {
-			t.Errorf("conf/nsca.8: option %s has no paragraph (%q)", o.Name, strings.TrimSpace(head))
-			continue
-		}
-		if sh := page[strings.LastIndex(page[:i+1], "\n.SH ")+1:]; !strings.HasPrefix(sh, ".SH CONFIGURATION\n") {
-			section, _, _ := strings.Cut(sh, "\n")
-			t.Errorf("conf/nsca.8: option %s is under %q, want .SH CONFIGURATION", o.Name, section)
-		}
-		next, _, _ := strings.Cut(page[i+len(head):], "\n")
-		def := "empty"
-		if o.Default != "" {
-			def = debManEscape(o.Default)
-		}
-		want := "Default: " + def + "; " + o.Origin + "."
-		if next != want {
-			t.Errorf("conf/nsca.8: %s: the line after .B says %q, want %q", o.Name, next, want)
-		}
-	}
-}
-
-// debManEscape writes a value as roff source shows it.
-func debManEscape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\e`), "-", `\-`)
 }

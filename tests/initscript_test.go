@@ -167,11 +167,21 @@ func TestInitScript(t *testing.T) {
 	bad := merge(good, Config{"decryption_method": "7"})
 	writeFile(t, cfgPath, bad.text(), 0o600)
 	where := regexp.MustCompile(regexp.QuoteMeta(cfgPath) + `:[0-9]+: decryption_method=7`)
-	for _, action := range []string{"reload", "force-reload", "restart"} {
-		code, out := s.run(t, action)
+	// The daemon's complaint on a line of its own, not run into the status
+	// line ("...: nscansca: conf: ..."), and the verdict said once.
+	ownLine := regexp.MustCompile(`(?m)^ *nsca: conf: ` + where.String())
+	refused := func(action string, code int, out string) {
+		t.Helper()
 		if code == 0 || !where.MatchString(out) {
 			t.Errorf("%s with a refused configuration: exit %d, output %q; want failure naming %s:LINE", action, code, out, cfgPath)
 		}
+		if !ownLine.MatchString(out) || strings.Count(out, "failed") != 1 {
+			t.Errorf("%s with a refused configuration: want the complaint on a line of its own and one \"failed\":\n%s", action, out)
+		}
+	}
+	for _, action := range []string{"reload", "force-reload", "restart"} {
+		code, out := s.run(t, action)
+		refused(action, code, out)
 		if s.pid() != pid || procGone(pid) {
 			t.Fatalf("%s with a refused configuration stopped the daemon (pid %d, pid file %d)", action, pid, s.pid())
 		}
@@ -195,6 +205,10 @@ func TestInitScript(t *testing.T) {
 	}
 	s.must(t, "stop", 0) // stopped already
 	s.must(t, "status", 3)
+	writeFile(t, cfgPath, bad.text(), 0o600)
+	code, out := s.run(t, "start")
+	refused("start", code, out)
+	writeFile(t, cfgPath, good.text(), 0o600)
 	if code, _ := s.run(t, "frobnicate"); code == 0 {
 		t.Errorf("an unknown action exits 0")
 	}
