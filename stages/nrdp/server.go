@@ -16,8 +16,8 @@ import (
 	"github.com/golang/glog"
 
 	"nsca_fast/conf/identities"
+	"nsca_fast/stages/counters"
 	"nsca_fast/stages/intake"
-	"nsca_fast/stages/stage"
 )
 
 // ErrConfig wraps settings New cannot serve with, and is the Kind of the
@@ -43,8 +43,12 @@ type Config struct {
 	// Listener, when set, is served instead of listening on Listen (tests,
 	// and sockets handed over at a reload).
 	Listener net.Listener
-	// Env gives the counters and the rate-limited log.
-	Env stage.Env
+	// Stats counts the results this front end refuses itself, and Log
+	// rate-limits its warnings; nil: not counted, logged unlimited. (Not
+	// a stage.Env: package stage imports diagnose, which imports conf,
+	// which nests this package's options.)
+	Stats *counters.Stats
+	Log   *counters.RateLog
 }
 
 // Server is the NRDP front end: New builds it and binds its listener,
@@ -194,8 +198,8 @@ func (s *Server) enter() bool {
 
 // warnf logs at most a few lines per key and window.
 func (s *Server) warnf(key, format string, args ...any) {
-	if s.cfg.Env.Log != nil {
-		s.cfg.Env.Log.Eventf("were refused by NRDP", key, format, args...)
+	if s.cfg.Log != nil {
+		s.cfg.Log.Eventf("were refused by NRDP", key, format, args...)
 		return
 	}
 	glog.Warningf(format, args...)

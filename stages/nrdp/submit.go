@@ -13,7 +13,6 @@ import (
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/intake"
-	"nsca_fast/stages/stage"
 )
 
 // collector is a request's intake.Outcomes: validation tells it, in the
@@ -84,8 +83,12 @@ func (c *collector) send(ctx context.Context, q *intake.Queue, index int, sub in
 	c.mu.Lock()
 	c.sent = append(c.sent, index)
 	c.mu.Unlock()
-	if stage.Send(ctx, q.C, sub) {
+	// stage.Send's select, which this package cannot import (see
+	// Config.Stats): the handler waits for room as long as ctx lets it.
+	select {
+	case q.C <- sub:
 		return true
+	case <-ctx.Done():
 	}
 	c.mu.Lock()
 	c.sent = c.sent[:len(c.sent)-1]
@@ -185,8 +188,8 @@ func submission(src *intake.Source, c *check, now time.Time) (intake.Submission,
 func (s *Server) refuseOwn(req *request, c *collector, index int, sub *intake.Submission, err error) {
 	detail := strings.TrimPrefix(err.Error(), errBadCheck.Error()+": ")
 	reason, why, _ := strings.Cut(detail, ": ")
-	if s.cfg.Env.Stats != nil {
-		s.cfg.Env.Stats.Dropped(reason).Add(1)
+	if s.cfg.Stats != nil {
+		s.cfg.Stats.Dropped(reason).Add(1)
 	}
 	s.warnf(req.peer.Addr().String(), "nrdp: %s: refused result %d (host %q): %s", sub.Source.Name(), index, sub.Result.Host, why)
 	c.mu.Lock()
