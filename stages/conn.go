@@ -9,6 +9,7 @@ import (
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/diagnose"
+	"nsca_fast/stages/intake"
 )
 
 // clientConn is one client connection. Its fields are grouped by the
@@ -18,17 +19,16 @@ import (
 // without locks.
 type clientConn struct {
 	connIdentity
-	read     connRead
-	decrypt  connDecrypt
-	validate connValidate
+	read    connRead
+	decrypt connDecrypt
+	// src is the connection as validation sees it: filled by decrypt
+	// before its first packet is handed on (its identity is the secret
+	// the first packet chose), read-only afterwards but for what
+	// validation keeps in it.
+	src intake.Source
 	// flow is the connection's share of the flow control; only flow's
 	// methods touch it.
 	flow connFlow
-
-	// rejected is set by the stage that refuses a packet, so later packets
-	// of the same connection are dropped instead of delivered, as stock does
-	// by closing the connection at the first bad packet.
-	rejected atomic.Bool
 }
 
 // connIdentity is who the client is: set by accept (or by read, once a
@@ -66,6 +66,7 @@ type connDecrypt struct {
 	key        cipher.Key   // decryption_mode=0: this connection's own key schedule
 	cipherErr  error
 	discard    bool // the first packet had a wrong version: ignore the rest
+	counted    bool // its first valid packet was counted for its secret
 	// sec is the secret the connection uses: decided by its first packet
 	// when there are several (see choose), read-only once set, and read by
 	// validation for the packets sent after it was set.
@@ -79,11 +80,6 @@ type connDecrypt struct {
 	firstBad bool
 	headN    uint8
 	head     [diagnose.HeadSize]byte
-}
-
-// connValidate is the validate stage's.
-type connValidate struct {
-	checks int // the connection's checks so far, for max_checks_per_connection
 }
 
 // connFlow is what a connection holds of its front end's flow control.
@@ -107,35 +103,6 @@ type chunk struct {
 	why  string // why the connection ended, for eof
 	// readAt is when buf was read (unix nanoseconds).
 	readAt int64
-}
-
-// packet is one decrypted data packet on its way to validation, or, with
-// Short set, the incomplete packet a connection ended with.
-type packet struct {
-	Conn  *clientConn
-	Data  []byte // one of the accepted packet sizes, from getPacketBuf; nil with Short
-	Short *shortPacket
-	// ReadAt is when its last byte was read (unix nanoseconds).
-	ReadAt int64
-	// NG, when set, is a check result an nsca-ng client pushed, decoded
-	// already; Data and Short are then nil.
-	NG *ngResult
-}
-
-// ngResult is a check result from an nsca-ng client on its way to the
-// emit stage. Ack is called exactly once, by the validate stage: with nil
-// once the result is on the emit stage's queue, else with why it was not
-// taken; it must not block.
-type ngResult struct {
-	Result codec.Result
-	Time   int64 // the command's timestamp, which the written line keeps
-	Ack    func(error)
-}
-
-// shortPacket describes a packet cut off by the end of its connection.
-type shortPacket struct {
-	Got, Want int
-	Why       string // how the connection ended
 }
 
 // Read buffers: a read goes into a large one, and a read that leaves most

@@ -17,6 +17,7 @@ import (
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/diagnose"
+	"nsca_fast/stages/intake"
 	"nsca_fast/stages/stage"
 )
 
@@ -33,6 +34,8 @@ type decryptConfig struct {
 	// is done: out then has other senders (the nsca-ng listener), and the
 	// last of them closes it.
 	Closed func()
+	// MaxChecks is max_checks_per_connection (0: no cap).
+	MaxChecks int
 
 	// flow, when set, is the read stage's flow control: decrypt gives back
 	// each chunk it consumed and says what decrypting costs.
@@ -127,6 +130,7 @@ type decrypter struct {
 	diag        *diagnose.Diagnoser
 	clients     *diagnose.Registry
 	flow        *flow // decryptConfig.flow
+	maxChecks   int   // decryptConfig.MaxChecks
 }
 
 // keyed is a candidate ready to decrypt in one decrypt goroutine.
@@ -138,9 +142,8 @@ type keyed struct {
 	shared cipher.Key
 	callsC bool   // the engine is libmcrypt's: every Decrypt is a cgo call
 	method string // the method's name, for /clients
-	// matches counts the connections whose first packet it decrypted;
-	// refused the results refused for want of Rights.
-	matches, refused *atomic.Uint64
+	// matches counts the connections whose first packet it decrypted.
+	matches *atomic.Uint64
 }
 
 // trialDecrypt decrypts buf, at offset within a packet, continuing the
@@ -159,7 +162,7 @@ func (k *keyed) trialDecrypt(st *cipher.State, iv, buf []byte, offset int) {
 // goroutine. Framing lives here because the packet size (one of
 // payload_length's) can only be decided by decrypting the first packet. out
 // is closed when all goroutines are done.
-func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- packet, dcfg decryptConfig, env stage.Env) error {
+func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- intake.Submission, dcfg decryptConfig, env stage.Env) error {
 	n, depth, cfg := max(dcfg.Goroutines, 1), dcfg.Depth, dcfg.Cipher
 	stats, log := env.Stats, env.Log
 	ds := make([]*decrypter, n)
@@ -169,7 +172,7 @@ func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- packet, dcfg 
 			closeDecrypters(ds)
 			return err
 		}
-		d.diag, d.clients, d.flow = env.Diagnose, env.Clients, dcfg.flow
+		d.diag, d.clients, d.flow, d.maxChecks = env.Diagnose, env.Clients, dcfg.flow, dcfg.MaxChecks
 		ds[i] = d
 	}
 	stage.Sharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
@@ -203,9 +206,6 @@ func newDecrypter(cfg cipherConfig, stats *counters.Stats, log *counters.RateLog
 		if c.Name != "" {
 			k.matches = stats.SecretMatches(c.Name)
 		}
-		if c.Rights != nil {
-			k.refused = stats.IdentityRefused(c.Rights.Name)
-		}
 		if c.Engine != nil && (!cfg.PerConnection || len(cands) > 1) {
 			key, err := c.Engine.NewKey()
 			if err != nil {
@@ -235,7 +235,7 @@ func closeDecrypters(ds []*decrypter) {
 	}
 }
 
-func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- packet) {
+func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- intake.Submission) {
 	for ch := range in {
 		if ch.buf != nil {
 			d.feed(ctx, ch.conn, ch.buf, ch.readAt, out)
@@ -259,7 +259,7 @@ func (d *decrypter) loop(ctx context.Context, in <-chan chunk, out chan<- packet
 // send_nsca, others for NSClient++'s payload lengths), else the largest.
 // CFB decrypts a prefix the same way as the whole, so nothing is decrypted
 // twice.
-func (d *decrypter) feed(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) {
+func (d *decrypter) feed(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- intake.Submission) {
 	if c.decrypt.discard {
 		return
 	}
@@ -277,7 +277,7 @@ func (d *decrypter) feed(ctx context.Context, c *clientConn, buf []byte, readAt 
 }
 
 // feedDecided is feed for a connection whose secret is known.
-func (d *decrypter) feedDecided(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) {
+func (d *decrypter) feedDecided(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- intake.Submission) {
 	if c.decrypt.discard {
 		return
 	}
@@ -324,9 +324,9 @@ func (d *decrypter) feedDecided(ctx context.Context, c *clientConn, buf []byte, 
 		}
 		if c.decrypt.curN == c.decrypt.packetSize {
 			d.stats.Received.Add(1)
-			p := packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
+			data := c.decrypt.cur[:c.decrypt.packetSize]
 			c.decrypt.cur, c.decrypt.curN = nil, 0
-			if !stage.Send(ctx, out, p) {
+			if !d.handOn(ctx, c, data, readAt, out) {
 				return
 			}
 		}
@@ -428,7 +428,7 @@ func (d *decrypter) decrypt(c *clientConn, buf []byte) {
 // without data, in order behind the connection's other packets, because
 // only validation knows whether an earlier packet was rejected (then the
 // tail is no check of its own).
-func (d *decrypter) finish(ctx context.Context, c *clientConn, why string, out chan<- packet) {
+func (d *decrypter) finish(ctx context.Context, c *clientConn, why string, out chan<- intake.Submission) {
 	if why == "" {
 		why = "client closed"
 	}
@@ -458,7 +458,8 @@ func (d *decrypter) finish(ctx context.Context, c *clientConn, why string, out c
 		if size == 0 {
 			size = d.sizes[0]
 		}
-		stage.Send(ctx, out, packet{Conn: c, Short: &shortPacket{Got: c.decrypt.curN, Want: size, Why: why}})
+		stage.Send(ctx, out, intake.Submission{Source: d.source(c), Kind: intake.KindIncomplete,
+			Incomplete: &intake.Incomplete{Got: c.decrypt.curN, Want: size, Why: why}})
 	}
 	if c.decrypt.cur != nil {
 		putBuf(c.decrypt.cur)

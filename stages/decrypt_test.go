@@ -13,6 +13,7 @@ import (
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/intake"
 )
 
 // encryptStream encrypts packets as one connection's stream with a native
@@ -105,7 +106,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 						plain = append(plain, pkt...)
 					}
 					ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)
-					out := make(chan packet, 16)
+					out := make(chan intake.Submission, 16)
 					for len(ct) > 0 {
 						n := min(1+rng.IntN(6000), len(ct))
 						buf := getBuf(chunkSize)[:0]
@@ -115,14 +116,14 @@ func TestDecryptPayloadLengths(t *testing.T) {
 					}
 					d.finish(context.Background(), c, "", out)
 					close(out)
-					var got [][]byte
+					var got []intake.Submission
 					for p := range out {
-						if p.Short == nil {
-							got = append(got, p.Data)
+						if p.Kind != intake.KindIncomplete {
+							got = append(got, p)
 						}
 					}
 					if payload == 2048 { // not accepted: passed on at the largest size, to fail its CRC
-						if len(got) != 0 && codec.Check(got[0]) == nil {
+						if len(got) != 0 && got[0].Malformed == nil {
 							t.Errorf("payload length %d (not accepted) gave a valid packet", payload)
 						}
 						continue
@@ -131,7 +132,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 						t.Fatalf("payload length %d: %d packets, want 3", payload, len(got))
 					}
 					for i, p := range got {
-						if !bytes.Equal(p, plain[i*size:(i+1)*size]) {
+						if p.Malformed != nil || p.Result != codec.Decode(plain[i*size:(i+1)*size]) {
 							t.Errorf("payload length %d: packet %d differs", payload, i)
 						}
 					}
@@ -141,26 +142,34 @@ func TestDecryptPayloadLengths(t *testing.T) {
 	}
 }
 
-// TestDecryptNoAllocs: decrypting and framing a connection's packets costs
-// no allocation per packet (buffers come from pools).
+// TestDecryptNoAllocs: decrypting, framing and handing on a connection's
+// packets allocates nothing but the decoded result's strings (here host
+// and output: the service is empty); buffers come from pools.
 func TestDecryptNoAllocs(t *testing.T) {
 	cfg := chooseCipher(t, "rijndael-128", cipher.EngineNative, cipherConfig{Method: 14, Password: []byte(testPassword)})
 	d, _ := newTestDecrypter(t, cfg)
 	c := &clientConn{connIdentity: connIdentity{ID: 1}, read: connRead{reader: &reader{}}}
-	plain := make([]byte, codec.Size)
-	codec.Encode(plain, codec.Result{Timestamp: 1, Host: "h", Output: "o"})
+	const runs = 200
+	plain := make([]byte, codec.Size*(runs+2))
+	for i := 0; i < runs+2; i++ {
+		codec.Encode(plain[i*codec.Size:(i+1)*codec.Size], codec.Result{Timestamp: 1, Host: "h", Output: "o"})
+	}
 	ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)
-	out := make(chan packet, 1)
-	d.feed(context.Background(), c, bytes.Clone(ct), 0, out) // decides the size
-	putBuf((<-out).Data)
+	out := make(chan intake.Submission, 1)
+	d.feed(context.Background(), c, bytes.Clone(ct[:codec.Size]), 0, out) // decides the size
+	<-out
+	next := codec.Size
 	buf := getBuf(chunkSize)[:codec.Size]
-	allocs := testing.AllocsPerRun(200, func() {
-		copy(buf, ct) // any bytes: only the cost is measured
+	allocs := testing.AllocsPerRun(runs, func() {
+		copy(buf, ct[next:next+codec.Size])
+		next += codec.Size
 		d.feed(context.Background(), c, buf, 0, out)
-		putBuf((<-out).Data)
+		if s := <-out; s.Malformed != nil || s.Result.Host != "h" {
+			t.Fatalf("handed on %+v", s)
+		}
 	})
-	if allocs != 0 {
-		t.Errorf("%.1f allocations per packet, want 0", allocs)
+	if allocs > 2 {
+		t.Errorf("%.1f allocations per packet, want at most the 2 decoded strings", allocs)
 	}
 }
 

@@ -1,8 +1,6 @@
 package stages
 
 import (
-	"net/netip"
-
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/conf/identities"
 )
@@ -28,18 +26,5 @@ func ngIdentitiesOf(f *identities.File) ngIdentities {
 
 func (n *ngIdentityFile) Keys() []openssl.Key { return n.keys }
 
-func (n *ngIdentityFile) Lookup(name string) ngIdentity {
-	id := n.f.Lookup(name)
-	if id == nil {
-		return nil
-	}
-	return ngIdentityBlock{id}
-}
-
-// ngIdentityBlock is an authorize block: its rights as nsca-ng reads them, and
-// its networks, ours.
-type ngIdentityBlock struct{ *identities.Identity }
-
-func (i ngIdentityBlock) From(addr netip.Addr) bool { return i.Specificity(addr) >= 0 }
-
-func (i ngIdentityBlock) Label() string { return i.Name }
+// Lookup is the block named name, or the fallback "*", or nil.
+func (n *ngIdentityFile) Lookup(name string) *identities.Identity { return n.f.Lookup(name) }

@@ -18,8 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/cgo/openssl"
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/intake"
 	"nsca_fast/stages/nscang"
 	"nsca_fast/stages/rawsys"
 	"nsca_fast/stages/stage"
@@ -27,38 +29,22 @@ import (
 
 // Errors of the nsca-ng listener.
 var (
-	errNG         = errors.New("stages: nsca-ng listener")
-	errNGShutdown = errors.New("stages: the server is shutting down")
+	errNG            = errors.New("stages: nsca-ng listener")
+	errNoCommandFile = errors.New("stages: no command_file for commands other than check results")
 )
 
 // dropNGBadCommand counts pushed commands that do not parse (a check
-// result with a field missing, a bad timestamp). A result outside the
-// identity's rights is counted as counters.DropUnauthorized, as a
-// send_nsca client's is. Commands other than check results are not
-// results: they are not counted as received or dropped; the client is
-// told FAIL when one is not written, and a refused one is counted per
-// identity.
+// result with a field missing, a bad timestamp). Everything a client
+// pushed is counted as received; what validation refuses (names, rights)
+// is counted there, under its reason, as a send_nsca client's is.
 const dropNGBadCommand = "nsca_ng_bad_command"
-
-// ngIdentity is what the nsca-ng listener asks of the identity a client
-// authenticated as.
-type ngIdentity interface {
-	// Allows says whether it may submit cmd: the command without its
-	// timestamp and newline, as nsca-ng's authorization matches it.
-	Allows(cmd string) bool
-	// From says whether it may connect from addr (its networks).
-	From(addr netip.Addr) bool
-	// Label names it in counters: the block's name, "*" for the fallback,
-	// so that clients cannot make up new series.
-	Label() string
-}
 
 // ngIdentities are the identities nsca-ng clients authenticate as.
 type ngIdentities interface {
 	// Keys are the pre-shared keys, "*" for every identity without one.
 	Keys() []openssl.Key
 	// Lookup is the identity named name, or the fallback "*", or nil.
-	Lookup(name string) ngIdentity
+	Lookup(name string) *identities.Identity
 }
 
 // ngConfig are the nsca-ng listener's settings.
@@ -100,7 +86,7 @@ type ngServer struct {
 	cfg      ngConfig
 	ctx      *openssl.Context
 	ln       *os.File
-	out      chan<- packet
+	out      chan<- intake.Submission
 	stats    *counters.Stats
 	log      *counters.RateLog
 	workers  []*ngWorker
@@ -113,9 +99,6 @@ type ngServer struct {
 	acceptDone atomic.Bool
 }
 
-// ngIDBase keeps the sessions' connection IDs apart from send_nsca's.
-const ngIDBase = 1 << 62
-
 // ngCommand is a command for the command file and the session waiting
 // for its outcome.
 type ngCommand struct {
@@ -127,7 +110,7 @@ type ngCommand struct {
 // owns from then on, even when it fails), sending their check results on
 // out. It stops accepting when stop is closed, gives open sessions
 // cfg.Grace, and calls closed once nothing more will be sent.
-func startNG(ctx context.Context, stop chan struct{}, out chan<- packet, closed func(), cfg ngConfig, env stage.Env) error {
+func startNG(ctx context.Context, stop chan struct{}, out chan<- intake.Submission, closed func(), cfg ngConfig, env stage.Env) error {
 	ln := cfg.Listener
 	if err := openssl.Available(); err != nil {
 		ln.Close()
@@ -320,13 +303,18 @@ func (s *ngServer) writeCommands() {
 }
 
 // ngEvent is what other goroutines tell a worker: a new connection (fd,
-// peer), or the outcome of a session's command (s, ack, err).
+// peer), or the outcome of a session's command (s, ack, err and the
+// reason it was refused under), or that a command passed validation and
+// is to be written (command).
 type ngEvent struct {
-	fd   int
-	peer netip.AddrPort
-	s    *ngSession
-	ack  bool
-	err  error
+	fd      int
+	peer    netip.AddrPort
+	s       *ngSession
+	ack     bool
+	err     error
+	reason  string
+	command string
+	time    int64
 }
 
 // ngWorker runs its share of the sessions off one epoll set. An eventfd in
@@ -478,8 +466,10 @@ func (w *ngWorker) drainInbox() {
 	w.mu.Unlock()
 	for _, e := range evs {
 		switch {
+		case e.ack && e.command != "":
+			e.s.writeCommand(e.command, e.time)
 		case e.ack:
-			e.s.outcome(e.err)
+			e.s.outcome(e.err, e.reason)
 		default:
 			w.start(e.fd, e.peer)
 		}
@@ -567,8 +557,9 @@ type ngSession struct {
 	tls        *openssl.Session
 	state      ngState
 	name, sid  string
-	identity   ngIdentity
-	conn       *clientConn
+	identity   *identities.Identity
+	conn       *clientConn // the flow's account of the session
+	src        intake.Source
 	in, out    []byte
 	want       int
 	deadline   time.Time
@@ -585,14 +576,15 @@ type ngSession struct {
 }
 
 // who names the session in messages as nsca-ng does: identity@address.
+// The identity and the session id are the client's choice: escaped.
 func (s *ngSession) who() string {
 	if s.name == "" {
 		return s.peer.String()
 	}
 	if s.sid != "" {
-		return s.name + "@" + s.peer.String() + " (ID: " + s.sid + ")"
+		return intake.Printable(s.name) + "@" + s.peer.String() + " (ID: " + intake.Printable(s.sid) + ")"
 	}
-	return s.name + "@" + s.peer.String()
+	return intake.Printable(s.name) + "@" + s.peer.String()
 }
 
 // drive moves the session as far as the socket and the pipeline let it.
@@ -702,7 +694,7 @@ func (s *ngSession) established() bool {
 	info := s.tls.Info()
 	s.name = info.Identity
 	s.identity = srv.cfg.Identities.Lookup(info.Identity)
-	if s.identity == nil || !s.identity.From(s.peer.Addr().Unmap()) {
+	if s.identity == nil || s.identity.Specificity(s.peer.Addr()) < 0 {
 		srv.stats.Refused.Add(1)
 		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refused %s: identity %q may not connect from %s", s.who(), info.Identity, s.peer.Addr())
 		s.tls.Shutdown()
@@ -710,7 +702,9 @@ func (s *ngSession) established() bool {
 		return false
 	}
 	srv.stats.Connections.Add(1)
-	s.conn = &clientConn{connIdentity: connIdentity{ID: ngIDBase + srv.nextID.Add(1), Peer: s.peer}, read: connRead{fd: -1}}
+	id := intake.IDBase(1) + srv.nextID.Add(1)
+	s.conn = &clientConn{connIdentity: connIdentity{ID: id, Peer: s.peer}, read: connRead{fd: -1}}
+	s.src = intake.Source{ID: id, Front: intake.FrontNSCAN, Peer: s.peer, Identity: s.identity, Who: s.who(), Outcomes: s}
 	s.state = ngFirst
 	s.lastActive = time.Now()
 	if srv.cfg.Debug {
@@ -821,6 +815,7 @@ func (s *ngSession) request(r nscang.Request) {
 			return
 		}
 		s.sid = r.Args[1]
+		s.src.Who = s.who()
 		s.reply(nscang.ReplyMoin)
 		s.state = ngReady
 	case s.state == ngFirst && r.Verb == nscang.Ping:
@@ -843,55 +838,61 @@ func (s *ngSession) request(r nscang.Request) {
 	}
 }
 
-// push takes a pushed command: a check result goes to the validate stage,
-// another command to the command file, and the session waits for the
-// outcome before it answers and reads on.
+// push takes a pushed command to validation, which checks its names and
+// rights as for every front end; the session waits for the outcome before
+// it answers and reads on. A command other than a check result that
+// validation passed is then written by the command writer.
 func (s *ngSession) push(data []byte) {
 	srv := s.w.srv
 	s.state = ngReady
+	srv.stats.Received.Add(1)
 	cmd, err := nscang.ParseCommand(data)
-	if err != nil || cmd.Result != nil {
-		srv.stats.Received.Add(1)
-	}
 	if err != nil {
 		srv.stats.Dropped(dropNGBadCommand).Add(1)
 		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: %v: %q", s.who(), err, data)
 		s.reply("FAIL " + strings.TrimPrefix(err.Error(), "nscang: "))
 		return
 	}
-	if !s.identity.Allows(cmd.Text) {
-		if cmd.Result != nil {
-			srv.stats.Dropped(counters.DropUnauthorized).Add(1)
-		}
-		srv.stats.IdentityRefused(s.identity.Label()).Add(1)
-		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: not authorized: %s", s.who(), cmd.Text)
-		s.reply(nscang.FailUnauthorized)
-		return
-	}
-	if cmd.Result == nil {
-		if srv.cfg.Commands == nil {
-			srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: no command_file for commands other than check results: %s", s.who(), cmd.Text)
-			s.reply("FAIL No command_file for commands other than check results")
-			return
-		}
-		line := append([]byte(nil), data...)
-		if line[len(line)-1] != '\n' {
-			line = append(line, '\n')
-		}
-		// A writer that is behind makes this wait, as a full pipeline
-		// makes every stage wait.
-		s.handOn(len(data), func() bool { return stage.Send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) })
-		return
-	}
-	t := cmd.Time
+	sub := intake.Submission{Source: &s.src, Kind: intake.KindCommand, Command: cmd.Text, Time: cmd.Time}
 	if !cmd.HasTime {
-		t = time.Now().Unix()
+		sub.Time = time.Now().Unix()
 	}
-	w := s.w
-	p := packet{Conn: s.conn, NG: &ngResult{Result: *cmd.Result, Time: t, Ack: func(err error) {
-		w.post(ngEvent{s: s, ack: true, err: err})
-	}}}
-	s.handOn(len(data), func() bool { return stage.Send(w.ctx, srv.out, p) })
+	if cmd.Result != nil {
+		sub.Kind, sub.Result = intake.KindResult, *cmd.Result
+	}
+	s.handOn(len(data), func() bool { return stage.Send(s.w.ctx, srv.out, sub) })
+}
+
+// Taken is validation's word that a pushed result is on the emit stage's
+// queue, or that a command passed: the worker then has it written.
+func (s *ngSession) Taken(sub *intake.Submission) {
+	e := ngEvent{s: s, ack: true}
+	if sub.Kind == intake.KindCommand {
+		e.command, e.time = sub.Command, sub.Time
+	}
+	s.w.post(e)
+}
+
+// Refused is validation's refusal of what the session pushed.
+func (s *ngSession) Refused(_ *intake.Submission, r intake.Refusal) {
+	s.w.post(ngEvent{s: s, ack: true, err: r.Err, reason: r.Reason})
+}
+
+// writeCommand has a validated command written to the command file; the
+// session goes on waiting for that outcome.
+func (s *ngSession) writeCommand(text string, time int64) {
+	srv := s.w.srv
+	if srv.cfg.Commands == nil {
+		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: no command_file for commands other than check results: %s", s.who(), text)
+		s.outcome(errNoCommandFile, "")
+		return
+	}
+	line := fmt.Appendf(nil, "[%d] %s\n", time, text)
+	// A writer that is behind makes this wait, as a full pipeline
+	// makes every stage wait.
+	if !stage.Send(s.w.ctx, srv.commands, ngCommand{line: line, s: s}) {
+		s.outcome(intake.ErrShutdown, "")
+	}
 }
 
 // handOn hands a pushed command of n bytes on with hand, which blocks
@@ -909,8 +910,9 @@ func (s *ngSession) handOn(n int, hand func() bool) {
 	s.w.inflight++
 }
 
-// outcome answers the command the session waited for.
-func (s *ngSession) outcome(err error) {
+// outcome answers the command the session waited for: OKAY, or FAIL
+// with why (nsca-ng's own words for a refused right).
+func (s *ngSession) outcome(err error, reason string) {
 	s.w.srv.flow.giveBack(s.conn, s.handedOn)
 	s.handedOn = 0
 	s.w.inflight--
@@ -919,10 +921,30 @@ func (s *ngSession) outcome(err error) {
 	}
 	s.state = ngReady
 	s.lastActive = time.Now()
-	if err != nil {
-		s.reply("FAIL " + err.Error())
-	} else {
+	switch {
+	case err == nil:
 		s.reply(nscang.ReplyOkay)
+	case errors.Is(err, errNoCommandFile):
+		s.reply("FAIL No command_file for commands other than check results")
+	case reason == counters.DropUnauthorized:
+		s.reply(nscang.FailUnauthorized)
+	default:
+		s.reply("FAIL " + failText(err))
 	}
 	s.drive()
+}
+
+// failText is an error as a FAIL line says it: without package prefixes,
+// on one line.
+func failText(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"validate: ", "intake: ", "stages: "} {
+		msg = strings.ReplaceAll(msg, p, "")
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, msg)
 }

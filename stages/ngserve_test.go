@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/hex"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,16 +13,11 @@ import (
 	"time"
 
 	"nsca_fast/cgo/openssl"
+	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
+	"nsca_fast/stages/intake"
 	"nsca_fast/stages/stage"
 )
-
-// anyone is an identity with every right, from anywhere.
-type anyone struct{}
-
-func (anyone) Allows(string) bool   { return true }
-func (anyone) From(netip.Addr) bool { return true }
-func (anyone) Label() string        { return "alice" }
 
 // ngTestListener opens the nsca-ng listening socket of a test on a free
 // loopback port.
@@ -42,19 +36,27 @@ func ngTestListener(t *testing.T) (string, *os.File) {
 	return addr, ln
 }
 
-// one is the identities file of the test: alice.
+// one is the identities file of the test: alice, with every right.
 type one struct{}
 
 func (one) Keys() []openssl.Key {
 	return []openssl.Key{{Identity: "alice", PSK: []byte("alice-secret")}}
 }
 
-func (one) Lookup(name string) ngIdentity {
+func (one) Lookup(name string) *identities.Identity {
 	if name != "alice" {
 		return nil
 	}
-	return anyone{}
+	return alice
 }
+
+var alice = func() *identities.Identity {
+	f, err := identities.Parse("test", []byte(`authorize "alice" { password = "alice-secret"; hosts = ".*"; services = ".*"; commands = ".*" }`), nil)
+	if err != nil {
+		panic(err)
+	}
+	return f.Lookup("alice")
+}()
 
 // TestNGOkayAfterAck: a pushed check result reaches the validate stage's
 // input decoded, and the client hears OKAY only once validate acknowledges
@@ -69,7 +71,7 @@ func TestNGOkayAfterAck(t *testing.T) {
 	addr, ln := ngTestListener(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := make(chan packet, 1)
+	out := make(chan intake.Submission, 1)
 	stop, closed := make(chan struct{}), make(chan struct{})
 	cfg := ngConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
 		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
@@ -114,22 +116,22 @@ func TestNGOkayAfterAck(t *testing.T) {
 	in.Write([]byte("PUSH " + strconv.Itoa(len(command)) + "\r\n"))
 	expect("OKAY")
 	in.Write([]byte(command + "NOOP\r\n"))
-	var p packet
+	var p intake.Submission
 	select {
 	case p = <-out:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the pushed result did not reach the validate stage's input")
 	}
-	if p.NG == nil || p.NG.Time != 1700000000 || p.NG.Result.Host != "web1" || p.NG.Result.Service != "disk" ||
-		p.NG.Result.ReturnCode != 2 || p.NG.Result.Output != "full\nsecond line" {
-		t.Fatalf("packet %+v", p.NG)
+	if p.Kind != intake.KindResult || p.Time != 1700000000 || p.Result.Host != "web1" || p.Result.Service != "disk" ||
+		p.Result.ReturnCode != 2 || p.Result.Output != "full\nsecond line" || p.Source.Front != intake.FrontNSCAN {
+		t.Fatalf("submission %+v", p)
 	}
 	select {
 	case l := <-lines:
 		t.Fatalf("the client heard %q before validate acknowledged the result", l)
 	case <-time.After(300 * time.Millisecond):
 	}
-	p.NG.Ack(nil)
+	p.Source.Outcomes.Taken(&p)
 	expect("OKAY") // the result
 	expect("OKAY") // the NOOP, read only after the result's answer
 	in.Write([]byte("QUIT\r\n"))
@@ -153,8 +155,8 @@ func TestNGAcceptWaitsForTheQueue(t *testing.T) {
 	addr, ln := ngTestListener(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := make(chan packet, 1)
-	out <- packet{}
+	out := make(chan intake.Submission, 1)
+	out <- intake.Submission{}
 	stop, closed := make(chan struct{}), make(chan struct{})
 	cfg := ngConfig{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
 		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}

@@ -7,7 +7,7 @@ import (
 
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/codec"
-	"nsca_fast/stages/stage"
+	"nsca_fast/stages/intake"
 )
 
 // The candidate search: with several secrets (decryption_method lists
@@ -36,7 +36,7 @@ const versionBytes = 2
 // first candidate, marked unmatched so that validation refuses it with the
 // reason that candidate gives, as a single secret would. Until then it
 // returns nil: the bytes are kept.
-func (d *decrypter) choose(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- packet) []byte {
+func (d *decrypter) choose(ctx context.Context, c *clientConn, buf []byte, readAt int64, out chan<- intake.Submission) []byte {
 	largest := d.sizes[len(d.sizes)-1]
 	if c.decrypt.cur == nil {
 		d.rankFor(c)
@@ -115,22 +115,22 @@ func (d *decrypter) trial(c *clientConn, raw []byte) (k *keyed, hopeless bool) {
 // matched gives c the secret k, whose trial left the first packet's
 // plaintext in d.scratch and the stream after it in d.state, and sends
 // that packet on.
-func (d *decrypter) matched(ctx context.Context, c *clientConn, k *keyed, readAt int64, out chan<- packet) {
+func (d *decrypter) matched(ctx context.Context, c *clientConn, k *keyed, readAt int64, out chan<- intake.Submission) {
 	c.decrypt.sec, c.decrypt.packetSize = k, c.decrypt.curN
 	copy(c.decrypt.cur, d.scratch[:c.decrypt.curN])
 	if k.Engine != nil {
 		c.decrypt.stream, c.decrypt.streaming = d.state, true
 	}
 	d.stats.Received.Add(1)
-	p := packet{Conn: c, Data: c.decrypt.cur[:c.decrypt.packetSize], ReadAt: readAt}
+	data := c.decrypt.cur[:c.decrypt.packetSize]
 	c.decrypt.cur, c.decrypt.curN = nil, 0
-	stage.Send(ctx, out, p)
+	d.handOn(ctx, c, data, readAt, out)
 }
 
 // unmatched hands c, whose first bytes no candidate decrypts, to the first
 // candidate tried, which decrypts and frames them as a single secret
 // would, so that validation refuses the packet with that secret's reason.
-func (d *decrypter) unmatched(ctx context.Context, c *clientConn, readAt int64, out chan<- packet) {
+func (d *decrypter) unmatched(ctx context.Context, c *clientConn, readAt int64, out chan<- intake.Submission) {
 	c.decrypt.sec, c.decrypt.unmatched = &d.cands[d.order[0]], true
 	raw := c.decrypt.cur[:c.decrypt.curN]
 	c.decrypt.cur, c.decrypt.curN = nil, 0

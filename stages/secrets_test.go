@@ -10,6 +10,7 @@ import (
 
 	"nsca_fast/stages/cipher"
 	"nsca_fast/stages/codec"
+	"nsca_fast/stages/intake"
 )
 
 // testSecret is one method and password a test client encrypts with.
@@ -95,7 +96,7 @@ func TestDecryptCandidates(t *testing.T) {
 					}
 					packets := randomPackets(rng, 3, size, "p")
 					ct := clientStream(t, s, c.IV[:], packets)
-					out := make(chan packet, 16)
+					out := make(chan intake.Submission, 16)
 					for len(ct) > 0 {
 						n := min(1+rng.IntN(3000), len(ct))
 						buf := getBuf(chunkSize)[:0]
@@ -105,17 +106,17 @@ func TestDecryptCandidates(t *testing.T) {
 					}
 					d.finish(context.Background(), c, "", out)
 					close(out)
-					var got [][]byte
+					var got []intake.Submission
 					for p := range out {
-						if p.Short == nil {
-							got = append(got, p.Data)
+						if p.Kind != intake.KindIncomplete {
+							got = append(got, p)
 						}
 					}
 					if ci >= len(secrets) {
 						if !c.decrypt.unmatched {
 							t.Errorf("a client with a secret the server does not know was not marked unmatched")
 						}
-						if len(got) > 0 && codec.Check(got[0]) == nil {
+						if len(got) > 0 && got[0].Malformed == nil {
 							t.Errorf("a client with a secret the server does not know gave a valid packet")
 						}
 						return
@@ -128,7 +129,7 @@ func TestDecryptCandidates(t *testing.T) {
 						t.Fatalf("%d packets, want %d", len(got), len(packets))
 					}
 					for i, p := range got {
-						if !bytes.Equal(p, packets[i]) {
+						if p.Malformed != nil || p.Result != codec.Decode(packets[i]) {
 							t.Errorf("packet %d differs", i)
 						}
 					}
@@ -172,7 +173,7 @@ func benchFirstPacket(b *testing.B, n int, garbage bool) {
 					ct[i] = byte(rng.Uint32())
 				}
 			}
-			out := make(chan packet, 1)
+			out := make(chan intake.Submission, 1)
 			buf := getBuf(chunkSize)[:codec.Size]
 			b.SetBytes(codec.Size)
 			b.ReportAllocs()
@@ -181,11 +182,10 @@ func benchFirstPacket(b *testing.B, n int, garbage bool) {
 				*c = clientConn{connIdentity: connIdentity{ID: 1, IV: c.IV}}
 				copy(buf, ct)
 				d.feed(context.Background(), c, buf, 0, out)
-				p := <-out
+				<-out
 				if !garbage && c.decrypt.sec != &d.cands[n-1] {
 					b.Fatal("the first packet did not pick the client's secret")
 				}
-				putBuf(p.Data)
 			}
 		}
 	}
@@ -208,7 +208,7 @@ func TestDecryptNetworks(t *testing.T) {
 	}{{"10.1.2.3", "narrow", false}, {"10.2.0.1", "wide", false}, {"172.16.0.1", "", true}, {"192.168.1.1", "other", false}} {
 		conn := &clientConn{connIdentity: connIdentity{ID: 1, Peer: netip.AddrPortFrom(netip.MustParseAddr(c.from), 4000)}, read: connRead{reader: &reader{}}}
 		ct := clientStream(t, x, conn.IV[:], randomPackets(rng, 1, codec.Size, "n"))
-		out := make(chan packet, 4)
+		out := make(chan intake.Submission, 4)
 		buf := getBuf(chunkSize)[:0]
 		d.feed(context.Background(), conn, append(buf, ct...), 0, out)
 		close(out)
@@ -220,7 +220,7 @@ func TestDecryptNetworks(t *testing.T) {
 			t.Errorf("from %s: secret %q unmatched %v, want %q %v", c.from, name, conn.decrypt.unmatched, c.want, c.unmatched)
 		}
 		for p := range out {
-			if c.want == "other" && p.Data != nil && codec.Check(p.Data) == nil {
+			if c.want == "other" && p.Kind == intake.KindResult && p.Malformed == nil {
 				t.Errorf("from %s: the only candidate, with another password, decrypted a valid packet", c.from)
 			}
 		}

@@ -14,17 +14,21 @@ import (
 
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/conf"
-	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/diagnose"
 	"nsca_fast/stages/emit"
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/intake"
 	"nsca_fast/stages/stage"
+	"nsca_fast/stages/validate"
 )
 
-// errConfig wraps settings the pipeline cannot run with.
-var errConfig = errors.New("stages: config")
+// Errors of the server's settings.
+var (
+	errConfig       = errors.New("stages: config")
+	errNoIdentities = errors.New("stages: nsca_ng_listen needs identities_file")
+)
 
 // Server is one running pipeline: accept → read → decrypt → validate →
 // emit. New builds it, Run serves until Shutdown or Abort, in the manner of
@@ -229,9 +233,13 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener
 	if err := openssl.Available(); err != nil {
 		return nil, cfg.PathError("nsca_ng_listen", err)
 	}
-	f, err := identities.Load(cfg.IdentitiesFile)
+	// The file Secrets read: identities_file is read once per load.
+	f, err := cfg.Identities()
 	if err != nil {
-		return nil, cfg.PathError("identities_file", err)
+		return nil, err
+	}
+	if f == nil {
+		return nil, cfg.PathError("identities_file", errNoIdentities)
 	}
 	ng := &ngConfig{
 		Listen:           cfg.NscaNGListen,
@@ -272,7 +280,7 @@ func (s *Server) runPipeline(inetdFD int) error {
 	depth := max(cfg.QueueSize, 1)
 	conns := make(chan *clientConn, depth)
 	chunks := make(chan chunk, depth)
-	packets := make(chan packet, depth)
+	packets := intake.NewQueue(depth)
 	items := make(chan sink.Item, depth)
 	done := make(chan struct{})
 	diag := diagnose.New(diagnose.Config{Secrets: s.diagSecrets(), PayloadLengths: cfg.PayloadLengths, Registry: s.clients,
@@ -283,7 +291,7 @@ func (s *Server) runPipeline(inetdFD int) error {
 	env := stage.Env{Stats: s.stats, Log: s.log, Gauge: s.gauge, Progress: s.progress, Clients: s.clients, Diagnose: diag}
 	for i, ch := range []func() int{
 		func() int { return len(conns) }, func() int { return len(chunks) },
-		func() int { return len(packets) }, func() int { return len(items) },
+		func() int { return len(packets.C) }, func() int { return len(items) },
 	} {
 		env.Register(stageQueues[i], ch)
 	}
@@ -299,7 +307,7 @@ func (s *Server) runPipeline(inetdFD int) error {
 	if cfg.StrictModeSpoofing {
 		validators = max(threads, 4)
 	}
-	validateCfg := validateConfig{Goroutines: validators, Depth: depth, MaxChecks: cfg.MaxChecksPerConnection, StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
+	validateCfg := validate.Config{Goroutines: validators, Depth: depth, StrictSpoofing: cfg.StrictModeSpoofing, Debug: cfg.Debug}
 	if cfg.MaxPacketAgeEnabled {
 		validateCfg.MaxPacketAge = time.Duration(cfg.MaxPacketAge) * time.Second
 	}
@@ -320,24 +328,17 @@ func (s *Server) runPipeline(inetdFD int) error {
 	}
 	// Downstream first: when a stage cannot start, closing the input of
 	// the one started before it lets those already running drain and end.
-	// packets has two senders with the nsca-ng listener: the last one to
-	// finish closes it.
-	var closePackets func()
-	var senders atomic.Int32
-	senders.Store(1)
+	// Every front end sends to packets: the last one to finish closes it.
+	packets.Join()
 	ngStart := func() error { return nil }
-	if s.ng != nil && inetdFD < 0 {
-		senders.Store(2)
-		closePackets = func() {
-			if senders.Add(-1) == 0 {
-				close(packets)
-			}
-		}
+	ngOn := s.ng != nil && inetdFD < 0
+	if ngOn {
+		packets.Join()
 		ng := *s.ng
 		// The listener's own flow: its sessions need no decrypting, and
 		// wait only for the queue they feed.
-		ng.flow = newFlow(1, cfg.Workers, func() bool { return len(packets) == cap(packets) })
-		ngStart = func() error { return startNG(ctx, s.ngStop, packets, closePackets, ng, env) }
+		ng.flow = newFlow(1, cfg.Workers, packets.Full)
+		ngStart = func() error { return startNG(ctx, s.ngStop, packets.C, packets.Leave, ng, env) }
 	}
 	starts := []struct {
 		start func() error
@@ -346,18 +347,19 @@ func (s *Server) runPipeline(inetdFD int) error {
 		{func() error {
 			return emit.Start(ctx, items, done, emit.Config{Destinations: s.dests}, env)
 		}, func() { close(items) }},
-		{func() error { return startValidate(ctx, packets, items, validateCfg, env) }, func() { close(packets) }},
+		{func() error { return validate.Start(ctx, packets.C, items, validateCfg, env) }, func() { close(packets.C) }},
 		{ngStart, func() {
 			// Decrypt never started: the listener is the last sender.
-			if closePackets == nil {
-				close(packets)
+			if !ngOn {
+				close(packets.C)
 				return
 			}
 			s.Shutdown()
-			closePackets()
+			packets.Leave()
 		}},
 		{func() error {
-			return startDecrypt(ctx, chunks, packets, decryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: closePackets, flow: flow}, env)
+			return startDecrypt(ctx, chunks, packets.C, decryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: packets.Leave,
+				MaxChecks: cfg.MaxChecksPerConnection, flow: flow}, env)
 		}, func() { close(chunks) }},
 		{func() error { return startRead(ctx, conns, chunks, readCfg, env) }, func() { close(conns) }},
 		{func() error { return startAccept(ctx, s.adopt, conns, s.acceptCfg, env) }, nil},

@@ -9,7 +9,7 @@ import (
 
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
-	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/intake"
 	"nsca_fast/stages/stage"
 )
 
@@ -108,13 +108,14 @@ func BenchmarkReadStage(b *testing.B) {
 }
 
 // BenchmarkDecryptStageXOR: per op one chunk holding one 4304-byte XOR
-// packet of a connection, decrypted and framed into a packet.
+// packet of a connection, decrypted, framed, checked and decoded into a
+// submission.
 func BenchmarkDecryptStageXOR(b *testing.B) {
 	env := benchEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in := make(chan chunk, 64)
-	out := make(chan packet, 64)
+	out := make(chan intake.Submission, 64)
 	cfg := decryptConfig{Goroutines: 1, Depth: 64, Cipher: cipherConfig{Method: 1, Password: []byte(benchPassword)}}
 	if err := startDecrypt(ctx, in, out, cfg, env); err != nil {
 		b.Fatal(err)
@@ -138,53 +139,15 @@ func BenchmarkDecryptStageXOR(b *testing.B) {
 	}()
 	n := 0
 	for p := range out {
-		if p.Data != nil {
-			if n == 0 && codec.Check(p.Data) != nil {
-				b.Fatal("the decrypted packet does not pass codec.Check")
+		if p.Kind == intake.KindResult {
+			if n == 0 && (p.Malformed != nil || p.Result.Service != "check_disk /var") {
+				b.Fatalf("the decrypted packet was handed on as %+v", p)
 			}
 			n++
-			putBuf(p.Data)
 		}
 	}
 	b.StopTimer()
 	if n != b.N {
 		b.Fatalf("%d packets out of %d", n, b.N)
-	}
-}
-
-// BenchmarkValidateStage: per op one decrypted packet checked and decoded
-// into a sink.Item.
-func BenchmarkValidateStage(b *testing.B) {
-	env := benchEnv()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	in := make(chan packet, 64)
-	out := make(chan sink.Item, 64)
-	if err := startValidate(ctx, in, out, validateConfig{Goroutines: 1, Depth: 64}, env); err != nil {
-		b.Fatal(err)
-	}
-	c := &clientConn{connIdentity: connIdentity{ID: 1}}
-	pkt := benchPlain(b)
-	b.SetBytes(codec.Size)
-	b.ReportAllocs()
-	b.ResetTimer()
-	go func() {
-		for range b.N {
-			buf := getPacketBuf(codec.Size)
-			copy(buf, pkt)
-			in <- packet{Conn: c, Data: buf}
-		}
-		close(in)
-	}()
-	n := 0
-	for it := range out {
-		if n == 0 && it.Result.Service != "check_disk /var" {
-			b.Fatalf("validated %+v", it.Result)
-		}
-		n++
-	}
-	b.StopTimer()
-	if n != b.N {
-		b.Fatalf("%d items out of %d", n, b.N)
 	}
 }

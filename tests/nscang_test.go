@@ -263,7 +263,9 @@ func TestNscaNG(t *testing.T) {
 		t.Errorf("multi-line output not escaped as nsca-ng escapes it:\n%s", strings.Join(ourLines, "\n"))
 	}
 	for name, want := range map[string]float64{
-		`nsca_results_dropped_total{reason="unauthorized"}`: 1,
+		// The result and the command: both are submissions, refused
+		// by the one authorization.
+		`nsca_results_dropped_total{reason="unauthorized"}`: 2,
 		`nsca_identity_refused_total{identity="alice"}`:     2,
 		// The wrong password and the unknown identity: the listener's
 		// probe closed without a word, which is incomplete, not refused.
@@ -276,8 +278,8 @@ func TestNscaNG(t *testing.T) {
 	d.Stop()
 	log := d.Stderr()
 	for _, re := range []string{
-		`refusing data from alice@127\.0\.0\.1:\d+ \(ID: [^)]+\): not authorized: PROCESS_SERVICE_CHECK_RESULT;db1;disk;0;not alice's`,
-		`refusing data from alice@.*: not authorized: DISABLE_NOTIFICATIONS`,
+		`nsca-ng: refused check from alice@127\.0\.0\.1:\d+ \(ID: [^)]+\): validate: not authorized: identity "alice" \([^)]+\) may not submit results for host "db1" service "disk"`,
+		`nsca-ng: refused command from alice@.*: not authorized: identity "alice" .* may not submit the command "DISABLE_NOTIFICATIONS"`,
 		`TLS handshake with 127\.0\.0\.1:\d+ \(identity "alice", wrong password\?\) failed`,
 		`TLS handshake with 127\.0\.0\.1:\d+ \(identity "mallory", unknown\) failed`,
 		`nsca-ng\.cfg:3: listen is not an identities setting \(nsca-ng's own\?\): ignored`,
@@ -342,8 +344,16 @@ func TestNscaNGPing(t *testing.T) {
 // options (-tls1_2).
 func ngOpenSSL(t testing.TB, port int, requests []string, args ...string) []string {
 	t.Helper()
+	return ngOpenSSLAs(t, port, "alice", "alice-secret", requests, args...)
+}
+
+// ngOpenSSLAs is ngOpenSSL as identity with password. A request that
+// ends in a newline is written as it is (a pushed command), any other
+// with CRLF.
+func ngOpenSSLAs(t testing.TB, port int, identity, password string, requests []string, args ...string) []string {
+	t.Helper()
 	cmd := exec.Command("openssl", append([]string{"s_client", "-quiet", "-connect", "127.0.0.1:" + strconv.Itoa(port),
-		"-psk_identity", "alice", "-psk", hex.EncodeToString([]byte("alice-secret"))}, args...)...)
+		"-psk_identity", identity, "-psk", hex.EncodeToString([]byte(password))}, args...)...)
 	in, _ := cmd.StdinPipe()
 	// A pipe of our own: StdoutPipe's is closed by Wait, which runs at
 	// once (mustStart), and would lose the answer of a session the server
@@ -374,7 +384,10 @@ func ngOpenSSL(t testing.TB, port int, requests []string, args ...string) []stri
 		wait := 3 * time.Second
 		if req == "" {
 			wait = 6 * time.Second
-		} else if _, err := io.WriteString(in, req+"\r\n"); err != nil {
+		} else if !strings.HasSuffix(req, "\n") {
+			req += "\r\n"
+		}
+		if _, err := io.WriteString(in, req); req != "" && err != nil {
 			break
 		}
 		select {

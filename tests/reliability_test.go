@@ -462,9 +462,11 @@ var relDropLog = map[string]string{
 	"bad_version":     `closing connection from %s: dropped packet \d+: packet: bad version`,
 	"bad_crc":         `closing connection from %s: dropped packet \d+: packet: bad crc32`,
 	"short_packet":    `dropped short packet from %s: connection ended`,
-	"stale":           `closing connection from %s: dropped packet \d+: stages: stale packet`,
-	"too_many_checks": `closing connection from %s: dropped packet \d+: stages: too many checks`,
-	"spoofed_host":    `dropped check from %s: stages: host name does not resolve`,
+	"stale":           `closing connection from %s: dropped packet \d+: validate: stale packet`,
+	"too_many_checks": `closing connection from %s: dropped packet \d+: validate: too many checks`,
+	"spoofed_host":    `refused check from %s: validate: host name does not resolve`,
+	"bad_name":        `refused check from %s: validate: a name no core can hold`,
+	"unauthorized":    `refused check from %s: validate: not authorized`,
 	// Packets after a rejected one on the same connection are reported by
 	// the line that rejects the first and closes the connection.
 	"after_reject": `closing connection from %s: dropped packet \d+: `,

@@ -93,27 +93,80 @@ type Identity struct {
 	// Where is the file and line of the block, for messages.
 	Where string
 
-	rights []*regexp.Regexp // every pattern, as a whole-command expression
+	// The patterns, compiled: hosts and services match one name each,
+	// commands a whole command.
+	hostRights    []*regexp.Regexp
+	serviceRights []serviceRight
+	commandRights []*regexp.Regexp
 }
 
-// Allows says whether the identity may submit the external command cmd,
-// written without its bracketed timestamp and without a trailing newline
-// (PROCESS_SERVICE_CHECK_RESULT;host;service;0;output), as nsca-ng
-// decides: any of its hosts, services or commands patterns matches it.
-func (id *Identity) Allows(cmd string) bool {
-	for _, re := range id.rights {
+// AllowsResult says whether the identity may submit a check result: a
+// service's when service is not empty, else a host's. Its hosts patterns
+// are matched against the host name alone, its services patterns against
+// the service name (and, for service@host, the host name), each anchored
+// at both ends; its commands patterns against the whole command, with
+// output written as the command file holds it, as nsca-ng matches them.
+// The names must be ones a core can hold (no ';', no control character:
+// validation refuses the others first), so that no field can stand in for
+// another under a commands pattern.
+func (id *Identity) AllowsResult(host, service string, code int16, output string) bool {
+	if UnsafeByte(host) >= 0 || UnsafeByte(service) >= 0 {
+		return false
+	}
+	if service == "" {
+		for _, re := range id.hostRights {
+			if re.MatchString(host) {
+				return true
+			}
+		}
+	} else {
+		for _, r := range id.serviceRights {
+			if r.service.MatchString(service) && (r.host == nil || r.host.MatchString(host)) {
+				return true
+			}
+		}
+	}
+	return len(id.commandRights) > 0 && id.AllowsCommand(ResultCommand(host, service, code, output))
+}
+
+// UnsafeByte is the index of the first byte in name that no core can
+// hold inside a name, or -1: the field separator ';' or a control
+// character (NUL ends a C string, a newline ends the command, and the
+// rest are never part of a host or service name). Authorization and the
+// validate stage's name rule both ask it.
+func UnsafeByte(name string) int {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c == ';' || isControl(c) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ControlByte is the index of the first control character in cmd, or
+// -1: what no external command may hold, whose fields are ';'-separated.
+func ControlByte(cmd string) int {
+	for i := 0; i < len(cmd); i++ {
+		if isControl(cmd[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+func isControl(c byte) bool { return c < 0x20 || c == 0x7f }
+
+// AllowsCommand says whether the identity may submit the external command
+// cmd, written without its bracketed timestamp and without a trailing
+// newline (ENABLE_SVC_NOTIFICATIONS;web01;disk): one of its commands
+// patterns matches it whole.
+func (id *Identity) AllowsCommand(cmd string) bool {
+	for _, re := range id.commandRights {
 		if re.MatchString(cmd) {
 			return true
 		}
 	}
 	return false
-}
-
-// AllowsResult says whether the identity may submit a check result: a
-// service's when service is not empty, else a host's, with output written
-// as the command file holds it.
-func (id *Identity) AllowsResult(host, service string, code int16, output string) bool {
-	return id.Allows(ResultCommand(host, service, code, output))
 }
 
 // ResultCommand is the external command of a check result, without its
@@ -158,52 +211,61 @@ func Specificity(networks []netip.Prefix, addr netip.Addr) int {
 	return best
 }
 
-// compileRights turns hosts, services and commands into whole-command
-// expressions, as nsca-ng does: a host pattern H matches
-// PROCESS_HOST_CHECK_RESULT;H;code;output, a service pattern S or S@H
-// matches PROCESS_SERVICE_CHECK_RESULT;H;S;code;output (any host without
-// @H; the last @ splits), and a command pattern matches the command.
+// compileRights compiles the patterns, each anchored at both ends: a
+// host pattern H for host names, a service pattern S or S@H for service
+// names and, after the last @, host names (any host without @H), and a
+// command pattern for whole commands. A pattern matches one field, never
+// the command text it is written into, so a separator inside a name
+// cannot move the fields under it (nsca-ng matches every pattern over
+// the whole command, where "a;2;x.dmz" satisfies hosts = ".*\.dmz").
 func (id *Identity) compileRights() error {
-	compile := func(key, pattern, expr string) error {
-		re, err := regexp.CompilePOSIX("^" + expr + "$")
-		if err != nil {
-			return badValue(id.Where, key, pattern, err)
+	compile := func(key, whole, pattern string) (*regexp.Regexp, error) {
+		if err := checkPattern(pattern); err != nil {
+			return nil, badValue(id.Where, key, whole, err)
 		}
-		id.rights = append(id.rights, re)
-		return nil
+		re, err := regexp.CompilePOSIX("^(" + pattern + ")$")
+		if err != nil {
+			return nil, badValue(id.Where, key, whole, err)
+		}
+		return re, nil
 	}
 	for _, h := range id.Hosts {
-		if err := checkPattern(h); err != nil {
-			return badValue(id.Where, "hosts", h, err)
-		}
-		if err := compile("hosts", h, "PROCESS_HOST_CHECK_RESULT;("+h+");.+;.+"); err != nil {
+		re, err := compile("hosts", h, h)
+		if err != nil {
 			return err
 		}
+		id.hostRights = append(id.hostRights, re)
 	}
 	for _, s := range id.Services {
-		svc, host := s, "[^;]+"
+		var r serviceRight
+		svc, host, scoped := s, "", false
 		if at := strings.LastIndexByte(s, '@'); at >= 0 {
-			svc, host = s[:at], s[at+1:]
+			svc, host, scoped = s[:at], s[at+1:], true
 		}
-		for _, p := range []string{svc, host} {
-			if err := checkPattern(p); err != nil {
-				return badValue(id.Where, "services", s, err)
+		var err error
+		if r.service, err = compile("services", s, svc); err != nil {
+			return err
+		}
+		if scoped {
+			if r.host, err = compile("services", s, host); err != nil {
+				return err
 			}
 		}
-		if err := compile("services", s, "PROCESS_SERVICE_CHECK_RESULT;("+host+");("+svc+");.+;.+"); err != nil {
-			return err
-		}
+		id.serviceRights = append(id.serviceRights, r)
 	}
 	for _, c := range id.Commands {
-		if err := checkPattern(c); err != nil {
-			return badValue(id.Where, "commands", c, err)
-		}
-		if err := compile("commands", c, "("+c+")"); err != nil {
+		re, err := compile("commands", c, c)
+		if err != nil {
 			return err
 		}
+		id.commandRights = append(id.commandRights, re)
 	}
 	return nil
 }
+
+// serviceRight is one services pattern: the service's, and the host's
+// after an @ (nil: any host).
+type serviceRight struct{ service, host *regexp.Regexp }
 
 // checkPattern refuses what would change the meaning of the expression it
 // is put into: a pattern must compile on its own, so that "a)|(b" cannot

@@ -124,11 +124,11 @@ func TestRights(t *testing.T) {
 			t.Errorf("%s: result for host %q service %q allowed %v, want %v", c.id.Name, c.host, c.svc, got, c.want)
 		}
 	}
-	if !fb.Allows("ENABLE_NOTIFICATIONS") || fb.Allows("ENABLE_NOTIFICATIONS;x") || fb.Allows("DISABLE_NOTIFICATIONS") {
+	if !fb.AllowsCommand("ENABLE_NOTIFICATIONS") || fb.AllowsCommand("ENABLE_NOTIFICATIONS;x") || fb.AllowsCommand("DISABLE_NOTIFICATIONS") {
 		t.Errorf("commands pattern not matched as the whole command")
 	}
-	if web.AllowsResult("web01", "disk", 0, "") {
-		t.Errorf("a result with empty output allowed; nsca-ng's patterns want .+ there")
+	if !web.AllowsResult("web01", "disk", 0, "") {
+		t.Errorf("a result with empty output refused: rights are on names, and send_nsca may send no output")
 	}
 }
 
@@ -241,4 +241,45 @@ func FuzzParse(f *testing.F) {
 			id.AllowsResult("h", "s", 0, "o")
 		}
 	})
+}
+
+// TestCraftedNames: names made to cross a field, a case, a space or an @
+// never satisfy a pattern meant for one field. nsca-ng matched every
+// pattern over the command text, where "core-router;2;x.dmz" satisfied
+// hosts = ".*\.dmz" and the core read host core-router, state 2.
+func TestCraftedNames(t *testing.T) {
+	f, err := Parse("f", []byte(`authorize "dmz" { password = "p"; hosts = ".*\.dmz"; services = { "disk.*@.*\.dmz", "web" } }
+authorize "ng" { password = "p"; hosts = "[^;]+\.dmz" }
+authorize "cmd" { password = "p"; commands = "PROCESS_SERVICE_CHECK_RESULT;web01;.*" }`), mapFS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dmz, ng, cmd := f.Lookup("dmz"), f.Lookup("ng"), f.Lookup("cmd")
+	cases := []struct {
+		id            *Identity
+		host, service string
+		want          bool
+	}{
+		{dmz, "a.dmz", "", true},
+		{dmz, "core-router;2;x.dmz", "", false},          // ';' moves the fields
+		{dmz, "core-router\x00x.dmz", "", false},         // NUL ends the name for the core
+		{dmz, "core-router\nPROCESS_X;x.dmz", "", false}, // a newline starts a command
+		{ng, "core-router\x00x.dmz", "", false},
+		{dmz, "A.DMZ", "", false}, // patterns are case-sensitive, as nsca-ng's
+		{dmz, "a.dmz ", "", false},
+		{dmz, "a.dmz", "disk /", true},
+		{dmz, "a.dmz", "disk;0;x", false},
+		{dmz, "web01", "disk@a.dmz", false}, // an @ in the service is no host
+		{dmz, "web01@x.dmz", "disk", true},  // an @ in a host is part of its name
+		{dmz, "web01", "web", true},
+		{dmz, "web01", "web ", false},
+		{cmd, "web01", "disk", true},
+		{cmd, "web02;web01", "disk", false},
+		{cmd, "web01", "", false},
+	}
+	for _, c := range cases {
+		if got := c.id.AllowsResult(c.host, c.service, 0, "out"); got != c.want {
+			t.Errorf("%s: host %q service %q allowed %v, want %v", c.id.Name, c.host, c.service, got, c.want)
+		}
+	}
 }

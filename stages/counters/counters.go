@@ -21,13 +21,14 @@ const (
 	DropTooManyChecks = "too_many_checks"
 	DropSpoofed       = "spoofed_host"
 	DropUnauthorized  = "unauthorized" // outside the rights of the identity that sent it
+	DropBadName       = "bad_name"     // a host or service name no core can hold (';', a control character, empty)
 	DropSink          = "sink_failed"
 	DropShutdown      = "shutdown"
 )
 
 // DropReasons lists every drop reason, so that the metrics show each one
 // at zero from the start.
-var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized}
+var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized, DropBadName}
 
 // Stats are the daemon's counters. They are updated with atomics from every
 // stage, so reading them never stops the pipeline. Each field, and each

@@ -10,6 +10,7 @@ package intake
 import (
 	"errors"
 	"net/netip"
+	"strconv"
 	"sync/atomic"
 
 	"nsca_fast/conf/identities"
@@ -57,14 +58,20 @@ type Submission struct {
 	Command string
 	// Time is the time (unix seconds) the written line will carry.
 	Time int64
-	// Sent is the client's own timestamp, which max_packet_age bounds;
-	// 0 when the protocol carries none worth checking.
-	Sent int64
+	// Sent is the client's own timestamp, which max_packet_age bounds
+	// when HasSent says the protocol carries one.
+	Sent    int64
+	HasSent bool
 	// ReadAt is when its last byte was read (unix nanoseconds); 0 where
 	// a front end does not measure it.
 	ReadAt int64
 	// Incomplete says, for a KindIncomplete, what was cut off.
 	Incomplete *Incomplete
+	// Malformed, when set, is the front end's own refusal of what its
+	// wire format could not carry (send_nsca's bad CRC): validation
+	// counts, logs and reports it in order with the source's other
+	// submissions, as the first of its rules.
+	Malformed *Refusal
 }
 
 // Incomplete describes a submission cut off by the end of its source.
@@ -112,6 +119,14 @@ type Source struct {
 	// Who names the source in log lines, as its protocol's tools do
 	// (nsca-ng: identity@address (ID: session)); "" is Peer.
 	Who string
+	// Began is when the session began (unix seconds) where the client's
+	// timestamps echo it (send_nsca's init packet), for log lines; 0: not
+	// said.
+	Began int64
+	// Stream says that a refusal asking to close (Refusal.Close) ends the
+	// source: send_nsca's connection, which stock closes at a bad packet.
+	// Other sources only have that submission refused.
+	Stream bool
 	// MaxChecks closes the source after this many results (send_nsca's
 	// max_checks_per_connection); 0: no cap.
 	MaxChecks int
@@ -143,3 +158,16 @@ func (s *Source) Closed() bool { return s.refused.Load() }
 
 // Close marks the source closed by a refusal.
 func (s *Source) Close() { s.refused.Store(true) }
+
+// Printable is text a client chose (a session id, an identity's name) as
+// a log line may show it: as it is when every rune is printable, else
+// quoted with the rest escaped, so that no client writes a line of its
+// own or a terminal's escape sequence into the log.
+func Printable(s string) string {
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
