@@ -40,9 +40,11 @@
 // # Answers
 //
 // When every result was taken, the answer is NRDP's: status 0, message OK
-// and "N checks processed". When some were refused (by validation, or here
-// for a state that is not 0..3, a time that is no number, or a service
-// result without servicename), the output says how many, and a refused
+// and "N checks processed". When some were refused (by validation's rules,
+// which also count, log and report the results this package could not
+// make whole and hands in as Malformed: a state that is not 0..3, a time
+// that is no number, a service result without servicename), the output
+// says how many, and a refused
 // element in meta lists each by its index in the request (from 0), its
 // names, the counters' reason and the error, in attributes: send_nrdp.sh
 // greps the last <status> and <message>, NCPA reads the first message and

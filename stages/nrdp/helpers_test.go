@@ -36,9 +36,11 @@ func (v *fakeValidate) run(q *intake.Queue) {
 		id := sub.Source.Identity
 		var r *intake.Refusal
 		switch {
-		case strings.ContainsAny(sub.Result.Host, ";\n") || (sub.Kind == intake.KindResult && sub.Result.Host == ""):
+		case sub.Malformed != nil:
+			r = sub.Malformed
+		case identities.UnsafeByte(sub.Result.Host) >= 0 || (sub.Kind == intake.KindResult && sub.Result.Host == ""):
 			r = &intake.Refusal{Reason: "bad_name", Err: errors.New("validate: bad host name")}
-		case sub.Kind == intake.KindCommand && (id == nil || !id.Allows(sub.Command)):
+		case sub.Kind == intake.KindCommand && (id == nil || !id.AllowsCommand(sub.Command)):
 			r = &intake.Refusal{Reason: counters.DropUnauthorized, Err: errors.New("validate: command not allowed")}
 		case sub.Kind == intake.KindResult && id != nil &&
 			!id.AllowsResult(sub.Result.Host, sub.Result.Service, sub.Result.ReturnCode, sub.Result.Output):
@@ -90,8 +92,28 @@ authorize "ng" { password = "psk"; hosts = ".*" }
 // above and the fake validation, for the test's life.
 type testServer struct {
 	*Server
-	v   *fakeValidate
-	url string
+	v    *fakeValidate
+	cmds *commandLog
+	url  string
+}
+
+// commandLog is a command file in memory.
+type commandLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (c *commandLog) WriteCommand(line []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lines = append(c.lines, string(line))
+	return nil
+}
+
+func (c *commandLog) written() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.lines...)
 }
 
 func startServer(t *testing.T, edit func(*Config)) *testServer {
@@ -112,8 +134,9 @@ func start(t *testing.T, edit func(*Config), stalled bool) *testServer {
 		t.Fatal(err)
 	}
 	q := intake.NewQueue(16)
+	cmds := &commandLog{}
 	cfg := Config{Options: Options{Listen: ln.Addr().String(), Tokens: []string{"anytoken"}, Timeout: 2 * time.Second},
-		Identities: ids, Queue: q, Listener: ln}
+		Identities: ids, Queue: q, Listener: ln, Commands: cmds}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -136,7 +159,7 @@ func start(t *testing.T, edit func(*Config), stalled bool) *testServer {
 		s.Close(ctx)
 		<-v.done
 	})
-	return &testServer{Server: s, v: v, url: "http://" + ln.Addr().String()}
+	return &testServer{Server: s, v: v, cmds: cmds, url: "http://" + ln.Addr().String()}
 }
 
 // post posts fields url-encoded to path and returns the status and body.

@@ -232,8 +232,8 @@ func TestRefusals(t *testing.T) {
 	want := "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<result>\n    <status>0</status>\n    <message>OK</message>\n    <meta>\n" +
 		"        <output>1 checks processed, 4 refused</output>\n        <refused>\n" +
 		`            <checkresult index="1" hostname="db1" reason="unauthorized" error="validate: not this identity&apos;s host"/>` + "\n" +
-		`            <checkresult index="2" hostname="web2" reason="bad_state" error="state &quot;x&quot; is not 0, 1, 2 or 3"/>` + "\n" +
-		`            <checkresult index="3" hostname="web3" reason="no_service" error="type is service and servicename is empty"/>` + "\n" +
+		`            <checkresult index="2" hostname="web2" reason="bad_state" error="nrdp: bad check result: state &quot;x&quot; is not 0, 1, 2 or 3"/>` + "\n" +
+		`            <checkresult index="3" hostname="web3" reason="no_service" error="nrdp: bad check result: type is service and servicename is empty"/>` + "\n" +
 		`            <checkresult index="4" hostname="web;4" reason="bad_name" error="validate: bad host name"/>` + "\n" +
 		"        </refused>\n    </meta>\n</result>\n"
 	if code != 200 || body != want {
@@ -272,6 +272,11 @@ func TestCommands(t *testing.T) {
 		got[1].Command != "ENABLE_HOST_NOTIFICATIONS;web2" {
 		t.Errorf("taken %+v", got)
 	}
+	// Validation passes commands back to their front end to write.
+	lines := ts.cmds.written()
+	if len(lines) != 2 || lines[0] != fmt.Sprintf("[%d] ENABLE_HOST_NOTIFICATIONS;web1\n", got[0].Time) {
+		t.Errorf("command file %q", lines)
+	}
 }
 
 func TestCommandsDisabled(t *testing.T) {
@@ -279,6 +284,11 @@ func TestCommandsDisabled(t *testing.T) {
 	_, body := ts.post(t, "/", url.Values{"token": {"opstoken"}, "cmd": {"submitcmd"}, "command": {"X"}})
 	if !strings.Contains(body, "<message>COMMANDS DISABLED</message>") {
 		t.Errorf("answer %q", body)
+	}
+	ts = startServer(t, func(c *Config) { c.Commands = nil })
+	_, body = ts.post(t, "/", url.Values{"token": {"opstoken"}, "cmd": {"submitcmd"}, "command": {"X"}})
+	if !strings.Contains(body, "<message>NO COMMAND FILE</message>") {
+		t.Errorf("answer without a command file %q", body)
 	}
 }
 

@@ -17,6 +17,8 @@ const (
 	msgNoCommand        = "NO COMMAND"
 	msgCommandsDisabled = "COMMANDS DISABLED"
 	msgDeniedToken      = "DENIED TOKEN"
+	msgNoCommandFile    = "NO COMMAND FILE"
+	msgWriteError       = "WRITE ERROR"
 	// Ours: NRDP has no word for these.
 	msgBadCommand   = "BAD COMMAND"
 	msgRefused      = "REFUSED"

@@ -11,9 +11,11 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/golang/glog"
+	"golang.org/x/sys/unix"
 
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
@@ -43,12 +45,23 @@ type Config struct {
 	// Listener, when set, is served instead of listening on Listen (tests,
 	// and sockets handed over at a reload).
 	Listener net.Listener
-	// Stats counts the results this front end refuses itself, and Log
-	// rate-limits its warnings; nil: not counted, logged unlimited. (Not
-	// a stage.Env: package stage imports diagnose, which imports conf,
-	// which nests this package's options.)
+	// Commands writes the commands validation lets through (submitcmd):
+	// it carries only check results on; nil: no command_file, and
+	// submitcmd is answered NO COMMAND FILE.
+	Commands CommandWriter
+	// Stats counts its connections (accepted, open, refused by
+	// allowed_hosts) and the submissions it hands in (received), and Log
+	// rate-limits its warnings; nil: not counted, and glog unlimited.
+	// (Not a stage.Env: package stage imports diagnose, which imports
+	// conf, which nests this package's options.)
 	Stats *counters.Stats
 	Log   *counters.RateLog
+}
+
+// CommandWriter writes one external command line, newline included: a
+// *sink.CommandFile of command_file.
+type CommandWriter interface {
+	WriteCommand(line []byte) error
 }
 
 // Server is the NRDP front end: New builds it and binds its listener,
@@ -65,6 +78,8 @@ type Server struct {
 
 	nextID atomic.Uint64 // the sources' IDs, from intake.IDBase(frontIndex)
 
+	cmdMu sync.Mutex // one command write at a time
+
 	mu       sync.Mutex
 	closing  bool
 	inFlight sync.WaitGroup // handlers that may still send to the queue
@@ -75,18 +90,11 @@ type Server struct {
 // cfg.Queue; the caller must Close what it returns.
 func New(cfg Config) (*Server, error) {
 	cfg.Options = cfg.Options.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	if cfg.Queue == nil {
 		return nil, fmt.Errorf("%w: no queue to hand results to", ErrConfig)
-	}
-	if len(cfg.Tokens) == 0 && (cfg.Identities == nil || !cfg.Identities.HasTokens()) {
-		return nil, fmt.Errorf("%w: nrdp_listen=%s: no token could submit: set nrdp_tokens, or token keys in identities_file",
-			ErrConfig, cfg.Listen)
-	}
-	if err := checkTokenClash(cfg); err != nil {
-		return nil, err
 	}
 	var tlsCfg *tls.Config
 	if cfg.CertFile != "" {
@@ -99,11 +107,14 @@ func New(cfg Config) (*Server, error) {
 	ln := cfg.Listener
 	if ln == nil {
 		var err error
-		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return nil, fmt.Errorf("%w: nrdp_listen=%s: %w", ErrConfig, cfg.Listen, err)
+		if ln, err = Listen(cfg.Listen); err != nil {
+			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, ln: newLimitListener(ln, cfg.MaxConnections, cfg.Allowed),
+	if cfg.Stats == nil {
+		cfg.Stats = counters.NewStats()
+	}
+	s := &Server{cfg: cfg, ln: newLimitListener(ln, cfg.MaxConnections, cfg.Allowed, cfg.Stats),
 		anyTokens: &identities.File{Identities: []*identities.Identity{{Tokens: cfg.Tokens}}}}
 	if cfg.Identities != nil {
 		for _, id := range cfg.Identities.Identities {
@@ -132,9 +143,17 @@ func New(cfg Config) (*Server, error) {
 // data in the query, as NRDP allows, up to this.
 const maxHeaderBytes = 256 << 10
 
-// checkTokenClash refuses a token both in nrdp_tokens and in an identity:
-// which rights would it carry?
-func checkTokenClash(cfg Config) error {
+// Check checks the options with the identities, for New and before the
+// pipeline starts: some token must be able to submit, and no token of
+// nrdp_tokens may also name an identity (which rights would it carry?).
+func (cfg *Config) Check() error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if len(cfg.Tokens) == 0 && (cfg.Identities == nil || !cfg.Identities.HasTokens()) {
+		return fmt.Errorf("%w: nrdp_listen=%s: no token could submit: set nrdp_tokens, or token keys in identities_file",
+			ErrConfig, cfg.Listen)
+	}
 	if cfg.Identities == nil {
 		return nil
 	}
@@ -144,6 +163,23 @@ func checkTokenClash(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// Listen listens on address with SO_REUSEPORT, so that a reload's new
+// pipeline and each worker process listen beside the one serving.
+func Listen(address string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("%w: nrdp_listen=%s: %w", ErrConfig, address, err)
+	}
+	return ln, nil
 }
 
 // Addr is the address the listener is bound to.
@@ -221,12 +257,13 @@ type limitListener struct {
 	net.Listener
 	slots   chan struct{}
 	allowed []netip.Prefix
+	stats   *counters.Stats
 	done    chan struct{}
 	once    sync.Once
 }
 
-func newLimitListener(ln net.Listener, max int, allowed []netip.Prefix) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, max), allowed: allowed, done: make(chan struct{})}
+func newLimitListener(ln net.Listener, max int, allowed []netip.Prefix, stats *counters.Stats) *limitListener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, max), allowed: allowed, stats: stats, done: make(chan struct{})}
 }
 
 // Accept returns the next allowed connection once a slot is free.
@@ -242,12 +279,15 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			<-l.slots
 			return nil, err
 		}
+		l.stats.Connections.Add(1)
 		if !l.allows(c.RemoteAddr()) {
+			l.stats.Refused.Add(1)
 			c.Close()
 			<-l.slots
 			continue
 		}
-		return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+		l.stats.Open.Add(1)
+		return &slotConn{Conn: c, free: func() { l.stats.Open.Add(-1); <-l.slots }}, nil
 	}
 }
 

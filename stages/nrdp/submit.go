@@ -77,14 +77,15 @@ func (c *collector) finish() {
 	}
 }
 
-// send hands sub, the request's index-th, to validation; false when ctx
-// ended first.
-func (c *collector) send(ctx context.Context, q *intake.Queue, index int, sub intake.Submission) bool {
+// send hands sub, the request's index-th, to validation, counted as
+// received (unless ctx ended first, and then it says false).
+func (c *collector) send(ctx context.Context, q *intake.Queue, stats *counters.Stats, index int, sub intake.Submission) bool {
 	c.mu.Lock()
 	c.sent = append(c.sent, index)
 	c.mu.Unlock()
+	stats.Received.Add(1)
 	// stage.Send's select, which this package cannot import (see
-	// Config.Stats): the handler waits for room as long as ctx lets it.
+	// Config.Log): the handler waits for room as long as ctx lets it.
 	select {
 	case q.C <- sub:
 		return true
@@ -93,6 +94,7 @@ func (c *collector) send(ctx context.Context, q *intake.Queue, index int, sub in
 	c.mu.Lock()
 	c.sent = c.sent[:len(c.sent)-1]
 	c.mu.Unlock()
+	stats.Received.Add(^uint64(0))
 	return false
 }
 
@@ -137,12 +139,10 @@ func (s *Server) submitChecks(req *request, src *intake.Source) *response {
 	now := time.Now()
 	unsent := 0
 	for i := range checks {
-		sub, err := submission(src, &checks[i], now)
-		if err != nil {
-			s.refuseOwn(req, c, i, &sub, err)
-			continue
-		}
-		if !c.send(ctx, s.cfg.Queue, i, sub) {
+		// A result this package cannot make whole goes to validation as
+		// Malformed, which counts, logs and reports it in order.
+		sub := submission(src, &checks[i], now)
+		if !c.send(ctx, s.cfg.Queue, s.cfg.Stats, i, sub) {
 			unsent = len(checks) - i
 			break
 		}
@@ -156,48 +156,42 @@ func (s *Server) submitChecks(req *request, src *intake.Source) *response {
 // errBadCheck wraps why a result was refused before validation.
 var errBadCheck = errors.New("nrdp: bad check result")
 
-// submission makes check's submission, or says why it cannot be one, with
-// the reason as the error's first word.
-func submission(src *intake.Source, c *check, now time.Time) (intake.Submission, error) {
-	sub := intake.Submission{Source: src, Kind: intake.KindResult, ReadAt: now.UnixNano(),
+// submission makes check's submission; one that cannot be a result (no
+// state 0..3, a time that is no number, a service result without its
+// name) carries its refusal as Malformed.
+func submission(src *intake.Source, c *check, now time.Time) intake.Submission {
+	sub := intake.Submission{Source: src, Kind: intake.KindResult, ReadAt: now.UnixNano(), Time: now.Unix(),
 		Result: codec.Result{Host: c.Host, Output: c.Output}}
+	bad := func(reason string, err error) intake.Submission {
+		sub.Malformed = &intake.Refusal{Reason: reason, Err: fmt.Errorf("%w: %v", errBadCheck, err)}
+		return sub
+	}
 	if c.isService() {
 		sub.Result.Service = c.Service
 		if c.Service == "" {
-			return sub, fmt.Errorf("%w: %s: type is service and servicename is empty", errBadCheck, ReasonNoService)
+			return bad(ReasonNoService, errors.New("type is service and servicename is empty"))
 		}
 	}
 	code, err := c.state()
 	if err != nil {
-		return sub, fmt.Errorf("%w: %s: %v", errBadCheck, ReasonBadState, err)
+		return bad(ReasonBadState, err)
 	}
 	sub.Result.ReturnCode = code
 	t, err := c.time()
 	if err != nil {
-		return sub, fmt.Errorf("%w: %s: %v", errBadCheck, ReasonBadTime, err)
+		return bad(ReasonBadTime, err)
 	}
-	sub.Time, sub.Sent = now.Unix(), t
 	if t > 0 {
-		sub.Time = t
+		// The check's own time: what the line carries, and what
+		// max_packet_age bounds.
+		sub.Time, sub.Sent, sub.HasSent = t, t, true
 	}
 	sub.Result.Timestamp = uint32(sub.Time)
-	return sub, nil
+	return sub
 }
 
-// refuseOwn records, counts and logs a result refused before validation.
-func (s *Server) refuseOwn(req *request, c *collector, index int, sub *intake.Submission, err error) {
-	detail := strings.TrimPrefix(err.Error(), errBadCheck.Error()+": ")
-	reason, why, _ := strings.Cut(detail, ": ")
-	if s.cfg.Stats != nil {
-		s.cfg.Stats.Dropped(reason).Add(1)
-	}
-	s.warnf(req.peer.Addr().String(), "nrdp: %s: refused result %d (host %q): %s", sub.Source.Name(), index, sub.Result.Host, why)
-	c.mu.Lock()
-	c.refused = append(c.refused, refusal(index, sub, reason, errors.New(why)))
-	c.mu.Unlock()
-}
-
-// checkAnswer is submitcheck's answer once every result has its outcome:
+// checkAnswer is submitcheck's answer once every result has its outcome
+// (validation's come in the order the results were sent):
 // NRDP's own when none was refused; status 0 with the refusals listed when
 // some were taken (what was taken is taken: a client that sent it all
 // again would duplicate it); status -1 when every result was refused, so
@@ -206,7 +200,7 @@ func checkAnswer(c *collector) *response {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := &response{code: http.StatusOK, status: 0, message: msgOK, hasMeta: true,
-		output: strconv.Itoa(c.taken) + " checks processed", refused: sortRefused(c.refused)}
+		output: strconv.Itoa(c.taken) + " checks processed", refused: append([]refusedCheck(nil), c.refused...)}
 	if len(c.refused) > 0 {
 		r.output += ", " + strconv.Itoa(len(c.refused)) + " refused"
 		if c.taken == 0 {
@@ -214,18 +208,6 @@ func checkAnswer(c *collector) *response {
 		}
 	}
 	return r
-}
-
-// sortRefused orders refusals by index: the handler's own come before
-// validation's of earlier results.
-func sortRefused(rs []refusedCheck) []refusedCheck {
-	out := append([]refusedCheck(nil), rs...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].Index < out[j-1].Index; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 // busy answers a request whose results the pipeline did not all take or
@@ -253,6 +235,8 @@ func (s *Server) submitCommand(req *request, src *intake.Source) *response {
 	switch {
 	case cmd == "":
 		return fail(http.StatusOK, msgNoCommand, "")
+	case s.cfg.Commands == nil:
+		return fail(http.StatusOK, msgNoCommandFile, "commands need command_file")
 	case !s.commandsOn:
 		return fail(http.StatusOK, msgCommandsDisabled, "no identity with a token has commands patterns")
 	case src.Identity == nil || len(src.Identity.Commands) == 0:
@@ -266,19 +250,34 @@ func (s *Server) submitCommand(req *request, src *intake.Source) *response {
 	ctx, cancel := context.WithTimeout(req.r.Context(), s.cfg.Timeout)
 	defer cancel()
 	sub := intake.Submission{Source: src, Kind: intake.KindCommand, Command: cmd, Time: time.Now().Unix(), ReadAt: time.Now().UnixNano()}
-	if !c.send(ctx, s.cfg.Queue, 0, sub) || !c.wait(ctx) {
+	if !c.send(ctx, s.cfg.Queue, s.cfg.Stats, 0, sub) || !c.wait(ctx) {
 		s.warnf(req.peer.Addr().String(), "nrdp: %s: a command not handed in or decided within nrdp_timeout (%v)", src.Name(), s.cfg.Timeout)
 		req.w.Header().Set("Retry-After", "5")
 		return fail(http.StatusServiceUnavailable, msgBusy, "the pipeline did not take the command in time")
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.refused) == 0 {
+	refused := append([]refusedCheck(nil), c.refused...)
+	c.mu.Unlock()
+	if len(refused) == 0 {
+		// Validation carries only check results on to the emit stage: a
+		// command is its front end's to write, as nsca-ng's are.
+		if err := s.writeCommand(sub.Time, cmd); err != nil {
+			s.warnf("nrdp:command_file", "nrdp: %s: command not written: %v", src.Name(), err)
+			return fail(http.StatusOK, msgWriteError, err.Error())
+		}
 		return &response{code: http.StatusOK, status: 0, message: msgOK}
 	}
-	r := c.refused[0]
+	r := refused[0]
 	if r.Reason == counters.DropUnauthorized {
 		return fail(http.StatusOK, msgDeniedToken, r.Error)
 	}
 	return fail(http.StatusOK, msgRefused+": "+r.Reason, r.Error)
+}
+
+// writeCommand writes one validated command line; the writes of the
+// handlers take turns, as the command file's writer is not shared.
+func (s *Server) writeCommand(t int64, cmd string) error {
+	s.cmdMu.Lock()
+	defer s.cmdMu.Unlock()
+	return s.cfg.Commands.WriteCommand(fmt.Appendf(nil, "[%d] %s\n", t, cmd))
 }
