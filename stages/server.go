@@ -20,6 +20,7 @@ import (
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/intake"
+	"nsca_fast/stages/nrdp"
 	"nsca_fast/stages/stage"
 	"nsca_fast/stages/validate"
 )
@@ -62,6 +63,9 @@ type Server struct {
 	// ngStop stops it, with the accept stage.
 	ng     *ngConfig
 	ngStop chan struct{}
+	// nrdp is the NRDP front end's settings, nil when it is off; it
+	// stops with the nsca-ng listener, at ngStop.
+	nrdp *nrdp.Config
 
 	queuesMu sync.Mutex
 	queues   map[string]func() int // depth of each queue, while running
@@ -220,6 +224,12 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 			return nil, err
 		}
 	}
+	if cfg.NRDP.On() && listeners != nil {
+		if s.nrdp, err = nrdpConfigOf(cfg, allowed, p.Reopens, s.stats, s.log); err != nil {
+			emit.CloseDestinations(dests)
+			return nil, err
+		}
+	}
 	s.dests, s.adopt, s.ngStop = dests, make(chan int, 1), make(chan struct{})
 	s.ctx, s.abort = context.WithCancel(context.Background())
 	return s, nil
@@ -254,11 +264,7 @@ func ngConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener
 		Grace:            shutdownGrace,
 		Debug:            cfg.Debug,
 	}
-	if cfg.CommandFile != "" {
-		ng.Commands = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
-		ng.Commands.Lock = true
-		ng.Commands.Reopens = reopens
-	}
+	ng.Commands = commandWriter(cfg, reopens)
 	if ng.Listener, err = ngListen(cfg.NscaNGListen); err != nil {
 		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", errNG, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
 	}
@@ -340,6 +346,10 @@ func (s *Server) runPipeline(inetdFD int) error {
 		ng.flow = newFlow(1, cfg.Workers, packets.Full)
 		ngStart = func() error { return startNG(ctx, s.ngStop, packets.C, packets.Leave, ng, env) }
 	}
+	nrdpStart := func() error { return nil }
+	if s.nrdp != nil && inetdFD < 0 {
+		nrdpStart = func() error { return startNRDP(ctx, s.ngStop, packets, *s.nrdp) }
+	}
 	starts := []struct {
 		start func() error
 		input func()
@@ -357,6 +367,8 @@ func (s *Server) runPipeline(inetdFD int) error {
 			s.Shutdown()
 			packets.Leave()
 		}},
+		// Decrypt never started: Shutdown has the listeners leave.
+		{nrdpStart, func() { s.Shutdown(); packets.Leave() }},
 		{func() error {
 			return startDecrypt(ctx, chunks, packets.C, decryptConfig{Goroutines: threads, Depth: depth, Cipher: s.cipher, Closed: packets.Leave,
 				MaxChecks: cfg.MaxChecksPerConnection, flow: flow}, env)
