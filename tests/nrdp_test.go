@@ -64,7 +64,12 @@ func startNRDP(t *testing.T, extra Config) *nrdpDaemon {
 	writeFile(t, ids, nrdpIdentities, 0o600)
 	port := freePort(t)
 	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	d := startDaemonWith(t, merge(Config{"command_file": fifo, "password": "legacy-secret", "identities_file": ids,
+	base := Config{"command_file": fifo}
+	if extra["check_result_path"] != "" {
+		// The spool takes results only where command_file cannot.
+		base = nil
+	}
+	d := startDaemonWith(t, merge(base, Config{"password": "legacy-secret", "identities_file": ids,
 		"nrdp_listen": "127.0.0.1:" + strconv.Itoa(port), "nrdp_tokens": "any-token", "metrics_address": metrics}, extra),
 		daemonOpts{dir: dir})
 	n := &nrdpDaemon{Daemon: d, url: "http://127.0.0.1:" + strconv.Itoa(port), fifo: r, metrics: metrics,
@@ -169,7 +174,7 @@ func TestNRDPSendNRDPCurl(t *testing.T) {
 	}
 	n := startNRDP(t, nil)
 	file := filepath.Join(t.TempDir(), "checks.xml")
-	writeFile(t, file, nrdpXML(nrdpCheck("service", "web1", "http", "0", "HTTP OK: 200 & fine|time=0.01s;1;2;0"),
+	writeFile(t, file, nrdpXML(nrdpCheck("service", "web1", "http", "0", "HTTP OK: 200 &amp; fine|time=0.01s;1;2;0"),
 		nrdpCheck("host", "web2", "", "0", "PING OK")), 0o600)
 	out, err := exec.Command(curl, "-f", "--silent", "--insecure", "-d", "token=web-token&cmd=submitcheck",
 		"--data-urlencode", "xml@"+file, n.url+"/nrdp/").Output()
@@ -255,9 +260,6 @@ func TestNRDPBatchesToSpool(t *testing.T) {
 		if f.host == "web0" && !strings.Contains(f.content, "service_description=one\n") {
 			t.Errorf("spool file of the batch of 1:\n%s", f.content)
 		}
-	}
-	if lines := n.fifo.Collect(t, 501); len(lines) != 501 {
-		t.Errorf("%d command file lines, want 501", len(lines))
 	}
 }
 
