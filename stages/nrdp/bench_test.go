@@ -13,8 +13,7 @@ import (
 // server whose validation takes everything, over one kept-alive
 // connection: the front end's own cost per result (b.N requests).
 func BenchmarkSubmitCheck100(b *testing.B) {
-	t := &testing.T{}
-	ts := startServer(t, nil)
+	ts := startServer(b, nil)
 	checks := make([]string, 100)
 	for i := range checks {
 		checks[i] = serviceXML(fmt.Sprintf("web%d", i), "load", "0", "OK - load average: 0.01, 0.02, 0.03|load1=0.010;5;10;0")

@@ -116,14 +116,14 @@ func (c *commandLog) written() []string {
 	return append([]string(nil), c.lines...)
 }
 
-func startServer(t *testing.T, edit func(*Config)) *testServer {
+func startServer(t testing.TB, edit func(*Config)) *testServer {
 	t.Helper()
 	return start(t, edit, false)
 }
 
 // start is startServer with a validation that, when stalled, decides
 // nothing until the test ends.
-func start(t *testing.T, edit func(*Config), stalled bool) *testServer {
+func start(t testing.TB, edit func(*Config), stalled bool) *testServer {
 	t.Helper()
 	ids, err := identities.Parse("ids.cfg", []byte(testIdentities), nil)
 	if err != nil {
