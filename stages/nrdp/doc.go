@@ -10,8 +10,11 @@
 // A request is read as NRDP reads it: GET and POST fields merged, POST
 // winning and a field's later value winning, url-encoded or multipart;
 // cmd is hello, submitcheck (XML or JSON in any of NRDP's aliases),
-// submitcmd or submitrawcmd; the answer is NRDP's XML or JSON, byte for
-// byte where its clients read it.
+// submitcmd or submitrawcmd; the answer is NRDP's XML or JSON (indented
+// with pretty, as NRDP's PHP indents it), byte for byte where its clients
+// read it. output_type chooses the answer's form only: the data's field
+// says how to read the data (NRDP reads it as output_type says, so that
+// JSONDATA with output_type=xml processes nothing there).
 //
 // Tokens are identities. A token key in identities_file names the
 // identity whose hosts, services, commands and networks the request's

@@ -25,8 +25,9 @@ type request struct {
 	r    *http.Request
 	f    form
 	peer netip.AddrPort
-	// asJSON: answer in JSON (output_type, or JSON data and no XML).
-	asJSON bool
+	// as is the answer's form: XML, or JSON (output_type, or JSON data
+	// and no XML), indented with pretty.
+	as answerForm
 }
 
 // ServeHTTP serves one NRDP request: its fields, its command, its token,
@@ -34,7 +35,7 @@ type request struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
 		w.Header().Set("Retry-After", "5")
-		fail(http.StatusServiceUnavailable, msgBusy, "the server is shutting down").write(w, false)
+		fail(http.StatusServiceUnavailable, msgBusy, "the server is shutting down").write(w, answerXML)
 		return
 	}
 	defer s.inFlight.Done()
@@ -51,25 +52,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req.peer, _ = netip.ParseAddrPort(r.RemoteAddr)
 	req.peer = netip.AddrPortFrom(req.peer.Addr().Unmap(), req.peer.Port())
 	f, err := readForm(w, r, int64(s.cfg.MaxRequestSize))
-	req.f, req.asJSON = f, answerJSON(f)
+	req.f, req.as = f, answerFormOf(f)
 	switch {
 	case errors.Is(err, errTooLarge):
-		fail(http.StatusRequestEntityTooLarge, msgTooLarge, "the body is over nrdp_max_request_size").write(w, req.asJSON)
+		fail(http.StatusRequestEntityTooLarge, msgTooLarge, "the body is over nrdp_max_request_size").write(w, req.as)
 		return
 	case err != nil:
-		fail(http.StatusBadRequest, msgBadRequest, err.Error()).write(w, req.asJSON)
+		fail(http.StatusBadRequest, msgBadRequest, err.Error()).write(w, req.as)
 		return
 	}
-	s.route(req).write(w, req.asJSON)
+	s.route(req).write(w, req.as)
 }
 
-// answerJSON says whether to answer in JSON: output_type says so (NRDP's
-// TYPE_JSON, or json), or, without output_type, JSON data came and no XML.
-func answerJSON(f form) bool {
+// answerFormOf is how to answer: in JSON when output_type says so (NRDP's
+// TYPE_JSON, or json) or, without output_type, JSON data came and no XML;
+// indented when pretty is set, as PHP's JSON_PRETTY_PRINT indents.
+func answerFormOf(f form) answerForm {
+	asJSON := xmlData(f) == "" && jsonData(f) != ""
 	if t := strings.ToLower(f.get("output_type")); t != "" {
-		return t == "json" || t == "type_json"
+		asJSON = t == "json" || t == "type_json"
 	}
-	return xmlData(f) == "" && jsonData(f) != ""
+	switch p := f.get("pretty"); {
+	case !asJSON:
+		return answerXML
+	case p != "" && p != "0":
+		return answerPrettyJSON
+	}
+	return answerJSON
 }
 
 // xmlData and jsonData are the submitcheck data in NRDP's aliases, the

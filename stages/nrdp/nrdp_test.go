@@ -325,3 +325,15 @@ func TestOtherAnswers(t *testing.T) {
 		t.Errorf("PUT: %d", code)
 	}
 }
+
+// TestPrettyJSON: pretty indents JSON as PHP's JSON_PRETTY_PRINT does.
+func TestPrettyJSON(t *testing.T) {
+	ts := startServer(t, nil)
+	_, body := ts.post(t, "/", url.Values{"token": {"anytoken"}, "cmd": {"submitcheck"}, "pretty": {"1"},
+		"json": {`{"checkresults":[{"hostname":"web1","state":0,"output":"up"}]}`}})
+	want := "{\n    \"result\": {\n        \"status\": 0,\n        \"message\": \"OK\",\n        \"meta\": {\n" +
+		"            \"output\": \"1 checks processed\"\n        }\n    }\n}"
+	if body != want {
+		t.Errorf("pretty answer %q, want %q", body, want)
+	}
+}

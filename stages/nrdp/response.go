@@ -58,16 +58,25 @@ func fail(code int, message, info string) *response {
 	return &response{code: code, status: -1, message: message, info: info}
 }
 
+// answerForm is the form of an answer.
+type answerForm uint8
+
+const (
+	answerXML answerForm = iota
+	answerJSON
+	answerPrettyJSON
+)
+
 // write sends r as XML or JSON. The XML is NRDP's, byte for byte where
 // it has the element: a declaration line, then one element a line, four
 // spaces deeper per level; the refused list is ours, in attributes (its
 // clients read the first message and output elements, or grep the last
 // <status> and <message>: none of which it holds).
-func (r *response) write(w http.ResponseWriter, asJSON bool) {
+func (r *response) write(w http.ResponseWriter, as answerForm) {
 	var body string
-	if asJSON {
+	if as != answerXML {
 		w.Header().Set("Content-Type", "application/json")
-		body = r.json()
+		body = r.json(as == answerPrettyJSON)
 	} else {
 		w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 		body = r.xml()
@@ -163,7 +172,7 @@ type jsonMeta struct {
 	Refused []refusedCheck `json:"refused,omitempty"`
 }
 
-func (r *response) json() string {
+func (r *response) json(pretty bool) string {
 	res := jsonResult{Status: r.status, Message: r.message, Info: r.info}
 	root := "result"
 	if r.hello {
@@ -172,6 +181,11 @@ func (r *response) json() string {
 	if r.hasMeta {
 		res.Meta = &jsonMeta{Output: r.output, Refused: r.refused}
 	}
-	b, _ := json.Marshal(map[string]jsonResult{root: res})
+	v := map[string]jsonResult{root: res}
+	if pretty {
+		b, _ := json.MarshalIndent(v, "", "    ")
+		return string(b)
+	}
+	b, _ := json.Marshal(v)
 	return string(b)
 }

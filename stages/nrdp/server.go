@@ -245,6 +245,7 @@ func (s *Server) warnf(key, format string, args ...any) {
 // requests) to the rate-limited log.
 type httpLog struct{ s *Server }
 
+// Write logs one of net/http's lines.
 func (h httpLog) Write(p []byte) (int, error) {
 	h.s.warnf("nrdp-http", "nrdp: %s", string(p))
 	return len(p), nil
@@ -312,6 +313,7 @@ type slotConn struct {
 	free func()
 }
 
+// Close closes the connection and frees its slot.
 func (c *slotConn) Close() error {
 	c.once.Do(c.free)
 	return c.Conn.Close()
