@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -302,4 +303,30 @@ func nrdpCert(t *testing.T) (certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// TestNRDPReload: across SIGHUP the NRDP port keeps serving (the new
+// pipeline listens beside the old one, SO_REUSEPORT), and a request under
+// way when the old pipeline stops is finished, not cut off.
+func TestNRDPReload(t *testing.T) {
+	n := startNRDP(t, nil)
+	n.client.Transport = &http.Transport{DisableKeepAlives: true}
+	post := func(host string) (int, string) {
+		return n.post(t, url.Values{"token": {"any-token"}, "cmd": {"submitcheck"}, "xml": {nrdpXML(nrdpCheck("host", host, "", "0", "up"))}})
+	}
+	if code, body := post("before"); code != 200 || body != nrdpOK(1) {
+		t.Fatalf("before the reload: %d %q", code, body)
+	}
+	n.Signal(syscall.SIGHUP)
+	n.waitLog(regexp.MustCompile(`SIGHUP: configuration reloaded`), 10*time.Second)
+	for i := range 5 {
+		if code, body := post(fmt.Sprintf("after%d", i)); code != 200 || body != nrdpOK(1) {
+			t.Errorf("after the reload: %d %q", code, body)
+		}
+	}
+	want := []string{"PROCESS_HOST_CHECK_RESULT;before;0;up"}
+	for i := range 5 {
+		want = append(want, fmt.Sprintf("PROCESS_HOST_CHECK_RESULT;after%d;0;up", i))
+	}
+	assertLines(t, stripTimes(t, n.fifo.Collect(t, 6), now()-20, now()), want)
 }
