@@ -27,6 +27,7 @@ import (
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/icinga2"
+	"nsca_fast/stages/nrdp"
 )
 
 // Sentinel errors, wrapped by every error this package returns, so that
@@ -141,6 +142,9 @@ type Config struct {
 	// MaxHandshakesPerSource is max_handshakes_per_source: connections
 	// of one address in their TLS handshake (nsca-ng, HTTPS), 0 no cap.
 	MaxHandshakesPerSource int
+	// NRDP is the NRDP front end's options (nrdp_*), declared and checked
+	// as a whole by its package.
+	NRDP nrdp.Options
 
 	// Lines maps an option name to the line that last set it, so that
 	// Validate and the daemon can point at the line to fix.
@@ -273,6 +277,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validateNG(); err != nil {
 		return err
+	}
+	if err := c.NRDP.Validate(); err != nil {
+		return c.engineError(err)
 	}
 	if c.MaxPacketAgeEnabled && c.MaxPacketAge == 0 {
 		// Stock 2.7 read 0 as "no limit", nsca_fast as a limit of 0 seconds;
@@ -531,6 +538,9 @@ func remote[T any, PT interface {
 		fallback: func(c *Config) (string, string) { return fb, *fallback(get(c)) },
 	}
 }
+
+// nrdpRows are the NRDP front end's options, its package's rows.
+var nrdpRows = option.Nest(func(c *Config) *nrdp.Options { return &c.NRDP }, nrdp.Rows())
 
 // engineRows are the rows of every remote engine, in table order.
 func engineRows() []row {

@@ -20,6 +20,7 @@ import (
 	"nsca_fast/stages/emit/dialect"
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/icinga2"
+	"nsca_fast/stages/nrdp"
 )
 
 // dumpValue returns the value Dump shows for name, so that one generic check
@@ -62,7 +63,9 @@ func TestDefault(t *testing.T) {
 		NscaNGMaxCommandSize:   16384,
 		NscaNGCiphers:          "PSK-AES256-CBC-SHA:PSK-AES128-CBC-SHA:PSK-3DES-EDE-CBC-SHA:PSK-RC4-SHA",
 		MaxHandshakesPerSource: 8,
-		Lines:                  map[string]int{},
+		NRDP: nrdp.Options{MaxConnections: 128, MaxRequestSize: 2 << 20, HeaderTimeout: 10 * time.Second,
+			Timeout: 30 * time.Second, IdleTimeout: time.Minute},
+		Lines: map[string]int{},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() =\n%+v\nwant\n%+v", got, want)
@@ -77,6 +80,7 @@ func TestTableMatchesConfig(t *testing.T) {
 	// The remote engines' options are a field each, of a field per option.
 	fields += reflect.TypeFor[icinga2.Options]().NumField() - 1
 	fields += reflect.TypeFor[gearman.Options]().NumField() - 1
+	fields += reflect.TypeFor[nrdp.Options]().NumField() - 1
 	if len(options) != fields {
 		t.Errorf("%d options for %d option fields of Config", len(options), fields)
 	}
@@ -260,6 +264,15 @@ func TestOptionValues(t *testing.T) {
 		"nsca_ng_max_command_size":  {ok("65536", "65536"), bad("0", "must be at least 1"), bad("2000000", "cannot be greater than")},
 		"nsca_ng_tls_ciphers":       {ok("PSK-AES256-CBC-SHA", "PSK-AES256-CBC-SHA"), bad("PSK AES", "no part of an OpenSSL cipher list")},
 		"max_handshakes_per_source": {ok("0", "0"), ok("16", "16"), bad("-1", "cannot be negative")},
+		"nrdp_listen":               {ok("127.0.0.1:5669", "127.0.0.1:5669"), ok("[::1]:443", "[::1]:443"), bad("5669", "is not ADDRESS:PORT"), bad(":0", "needs a port")},
+		"nrdp_tls_cert":             textCases,
+		"nrdp_tls_key":              textCases,
+		"nrdp_tokens":               {ok(" a , b", "********"), bad("a,,b", "has an empty token")},
+		"nrdp_max_connections":      {ok("1", "1"), ok("65536", "65536"), bad("0", "must be at least 1"), bad("x", notInt)},
+		"nrdp_max_request_size":     {ok("65536", "65536"), bad("65535", "must be at least 65536"), bad("x", notInt)},
+		"nrdp_header_timeout":       {ok("1", "1"), bad("0", "must be at least 1"), bad("301", "cannot be greater than 300 seconds")},
+		"nrdp_timeout":              {ok("300", "300"), bad("0", "must be at least 1")},
+		"nrdp_idle_timeout":         {ok("3600", "3600"), bad("3601", "cannot be greater than 3600 seconds")},
 	}
 	for _, o := range options {
 		var valid, invalid int
@@ -378,6 +391,15 @@ nsca_ng_timeout=20
 nsca_ng_max_command_size=21
 max_handshakes_per_source=22
 nsca_ng_tls_ciphers=PSK
+nrdp_listen=127.0.0.1:5669
+nrdp_tls_cert=/n.crt
+nrdp_tls_key=/n.key
+nrdp_tokens=t1,t2
+nrdp_max_connections=22
+nrdp_max_request_size=65537
+nrdp_header_timeout=23
+nrdp_timeout=24
+nrdp_idle_timeout=25
 `
 	c, err := Parse("f.cfg", []byte(file))
 	if err != nil {
@@ -402,6 +424,9 @@ nsca_ng_tls_ciphers=PSK
 		PasswordFile: "/pf", IdentitiesFile: "/if",
 		NscaNGListen: "127.0.0.1:5668", NscaNGThreads: 2, NscaNGMaxSessions: 18, NscaNGHandshakeTimeout: 19,
 		NscaNGTimeout: 20, NscaNGMaxCommandSize: 21, MaxHandshakesPerSource: 22, NscaNGCiphers: "PSK", Lines: map[string]int{},
+		NRDP: nrdp.Options{Listen: "127.0.0.1:5669", CertFile: "/n.crt", KeyFile: "/n.key", Tokens: []string{"t1", "t2"},
+			MaxConnections: 22, MaxRequestSize: 65537, HeaderTimeout: 23 * time.Second, Timeout: 24 * time.Second,
+			IdleTimeout: 25 * time.Second},
 	}
 	for i, o := range options {
 		want.Lines[o.Name] = i + 1

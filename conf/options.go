@@ -22,7 +22,7 @@ type row = option.Row[Config]
 // options is the table. Its order is Dump's order and the documentation's:
 // stock options first, as stock's sample file lists them, then nsca_fast's,
 // then ours.
-var options = slices.Concat(earlyOptions, engineRows(), laterOptions)
+var options = slices.Concat(earlyOptions, engineRows(), laterOptions, nrdpRows)
 
 // earlyOptions precede the remote engines' options in the table.
 var earlyOptions = []row{

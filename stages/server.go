@@ -17,6 +17,7 @@ import (
 	"nsca_fast/stages/emit/gearman"
 	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/intake"
+	"nsca_fast/stages/nrdp"
 	"nsca_fast/stages/nsca"
 	"nsca_fast/stages/nscang"
 	"nsca_fast/stages/stage"
@@ -55,6 +56,9 @@ type Server struct {
 	// ngStop stops it, with the accept stage.
 	ng     *nscang.Config
 	ngStop chan struct{}
+	// nrdp is the NRDP front end's settings, nil when it is off; it
+	// stops with the nsca-ng listener, at ngStop.
+	nrdp *nrdp.Config
 
 	queuesMu sync.Mutex
 	queues   map[string]func() int // depth of each queue, while running
@@ -130,6 +134,12 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 	}
 	if cfg.NscaNGListen != "" && listeners != nil {
 		if s.ng, err = nscang.ConfigFrom(cfg, allowed, p.Reopens, shutdownGrace); err != nil {
+			emit.CloseDestinations(dests)
+			return nil, err
+		}
+	}
+	if cfg.NRDP.Listen != "" && listeners != nil {
+		if s.nrdp, err = nrdpConfigOf(cfg, allowed, p.Reopens, s.stats, s.log); err != nil {
 			emit.CloseDestinations(dests)
 			return nil, err
 		}
@@ -215,14 +225,20 @@ func (s *Server) validateConfig() validate.Config {
 // startFrontEnds starts every front end the configuration has, each
 // sending to packets; listen is false for inetd's one connection, which
 // only send_nsca's front end serves. When one fails to start, every front
-// end has left packets or will once it has drained.
+// end has left packets or will once a Shutdown has drained it.
 func (s *Server) startFrontEnds(ctx context.Context, packets *intake.Queue, listen bool, env stage.Env) error {
-	ng := s.ng != nil && listen
-	packets.Join()
-	if ng {
+	packets.Join() // send_nsca's, started last
+	if s.ng != nil && listen {
 		packets.Join()
 		if err := nscang.Start(ctx, s.ngStop, packets.C, packets.Leave, *s.ng, env); err != nil {
 			packets.Leave()
+			packets.Leave()
+			return err
+		}
+	}
+	if s.nrdp != nil && listen {
+		// It joins packets itself, once it is sure to run.
+		if err := startNRDP(ctx, s.ngStop, packets, *s.nrdp); err != nil {
 			packets.Leave()
 			return err
 		}

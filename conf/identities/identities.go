@@ -77,9 +77,12 @@ func (f *File) Lookup(name string) *Identity {
 type Identity struct {
 	Name string
 	// Password is the block's password; HasPassword says whether it has
-	// one (only the fallback may lack it: it then only lends its rights).
+	// one (only the fallback, which then only lends its rights, and a
+	// block with Tokens may lack it).
 	Password    string
 	HasPassword bool
+	// Tokens are the NRDP tokens that name it (see tokens.go).
+	Tokens []string
 	// Hosts, Services and Commands are the patterns as written.
 	Hosts, Services, Commands []string
 	// Networks are where its clients may connect from; nil: anywhere.

@@ -56,12 +56,15 @@ func Parse(path string, data []byte, open Opener) (*File, error) {
 		return nil, err
 	}
 	for _, id := range p.f.Identities {
-		if !id.HasPassword && id.Name != Fallback {
-			return nil, fmt.Errorf("%w: %s: authorize %q has no password", ErrBadValue, id.Where, id.Name)
+		if !id.HasPassword && id.Tokens == nil && id.Name != Fallback {
+			return nil, fmt.Errorf("%w: %s: authorize %q has no password and no token", ErrBadValue, id.Where, id.Name)
 		}
 		if err := id.compileRights(); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkTokens(p.f); err != nil {
+		return nil, err
 	}
 	return p.f, nil
 }
@@ -303,6 +306,8 @@ func (p *parser) set(id *Identity, key string, vals []string, add bool, line int
 		list(&id.Services)
 	case "commands":
 		list(&id.Commands)
+	case "token":
+		list(&id.Tokens)
 	case "decryption_method":
 		v, err := one()
 		if err != nil {
@@ -324,7 +329,7 @@ func (p *parser) set(id *Identity, key string, vals []string, add bool, line int
 			id.Networks = []netip.Prefix{} // an empty list: from nowhere
 		}
 	default:
-		return fmt.Errorf("%w: %s: authorize %q: unknown key %s (known: password, hosts, services, commands, networks, decryption_method)", ErrBadValue, where, id.Name, key)
+		return fmt.Errorf("%w: %s: authorize %q: unknown key %s (known: password, token, hosts, services, commands, networks, decryption_method)", ErrBadValue, where, id.Name, key)
 	}
 	return nil
 }

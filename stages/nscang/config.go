@@ -8,6 +8,7 @@ import (
 
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/conf"
+	"nsca_fast/stages/emit"
 	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/frontend"
 )
@@ -45,11 +46,7 @@ func ConfigFrom(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener
 		Grace:               grace,
 		Debug:               cfg.Debug,
 	}
-	if cfg.CommandFile != "" {
-		ng.Commands = sink.NewCommandFile(cfg.CommandFile, cfg.AppendToFile, cfg.AggregateWrites)
-		ng.Commands.Lock = true
-		ng.Commands.Reopens = reopens
-	}
+	ng.Commands = emit.CommandWriter(cfg, reopens)
 	if ng.Listener, err = frontend.ListenReusePort(cfg.NscaNGListen, "nsca-ng listener"); err != nil {
 		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", errListener, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
 	}

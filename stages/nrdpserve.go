@@ -1,0 +1,66 @@
+package stages
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/golang/glog"
+
+	"nsca_fast/conf"
+	"nsca_fast/stages/counters"
+	"nsca_fast/stages/emit"
+	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/intake"
+	"nsca_fast/stages/nrdp"
+)
+
+// nrdpConfigOf is the NRDP front end's settings for cfg, checked with the
+// identities of identities_file, with its listener bound (so that a
+// reload's new pipeline listens before the old one stops) and its own
+// writer of command_file for the commands validation lets through.
+func nrdpConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener, stats *counters.Stats, log *counters.RateLog) (*nrdp.Config, error) {
+	ids, err := cfg.Identities()
+	if err != nil {
+		return nil, err
+	}
+	n := &nrdp.Config{Options: cfg.NRDP, Identities: ids, Allowed: allowed, Stats: stats, Log: log}
+	if err := n.Check(); err != nil {
+		return nil, cfg.PathError("nrdp_listen", err)
+	}
+	if w := emit.CommandWriter(cfg, reopens); w != nil {
+		n.Commands = w
+	}
+	if n.Listener, err = nrdp.Listen(cfg.NRDP.Listen); err != nil {
+		return nil, cfg.PathError("nrdp_listen", err)
+	}
+	return n, nil
+}
+
+// startNRDP starts the NRDP front end on q, which it joins; it ends once
+// stop is closed (Shutdown) or ctx is cancelled (Abort), letting the
+// requests under way finish for the drain's grace, and then leaves q.
+func startNRDP(ctx context.Context, stop <-chan struct{}, q *intake.Queue, cfg nrdp.Config) error {
+	cfg.Queue = q
+	srv, err := nrdp.New(cfg)
+	if err != nil {
+		cfg.Listener.Close()
+		return err
+	}
+	go func() {
+		if err := srv.Run(); err != nil {
+			glog.Errorf("nrdp: %v", err)
+		}
+	}()
+	go func() {
+		grace := shutdownGrace
+		select {
+		case <-stop:
+		case <-ctx.Done():
+			grace = 0
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		srv.Close(cctx)
+	}()
+	return nil
+}
