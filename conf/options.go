@@ -75,14 +75,16 @@ var earlyOptions = []row{
 	{Name: "decryption_method", Default: "1", Origin: option.OriginStock,
 		Kind: methodsKind{},
 		Doc: "Must equal send_nsca's encryption_method: " + methodList() + " (2 and up: libmcrypt in " +
-			"8-bit CFB). For NSClient++ write its encryption name instead: " + strings.Join(MethodNames(), ", ") +
-			"; aes128, aes192 and gost (Crypto++'s GOST, not stock's 23) are this project's own, always " +
+			"8-bit CFB). A name may be written instead, libmcrypt's for stock's methods or NSClient++'s " +
+			"encryption name: " + strings.Join(MethodNames(), ", ") + "; " + ownNote + ", always " +
 			"served natively. Several methods separated by commas (1,14) are all accepted: a connection's " +
 			"first packet is tried with each, with every password (password, password_file), and the rest " +
 			"of the connection uses the one that decrypted it; the first listed is the one reports name."},
 	{Name: "log_facility", Default: "daemon", Origin: option.OriginStock,
-		Kind: option.Text(func(c *Config) *string { return &c.LogFacility }, validFacility),
-		Doc:  "Syslog facility: " + strings.Join(facilities, ", ") + ". Stock ignores a bad one; we refuse to start."},
+		Kind: option.Field[Config, string]{Ptr: func(c *Config) *string { return &c.LogFacility },
+			Parse: parseFacility, Valid: validFacility, Format: func(s string) string { return s }},
+		Doc: "Syslog facility: " + strings.Join(facilities, ", ") + " (stock's spelling lrp is read as lpr). " +
+			"Another value is warned about and daemon is used, as stock does."},
 	{Name: "check_result_path", Origin: option.OriginStock,
 		Kind: option.Text(func(c *Config) *string { return &c.CheckResultPath }, nil),
 		Doc: "The core's check result spool directory: results are written there as files. " +
@@ -378,8 +380,13 @@ func formatInts(ns []int) string {
 
 // methodChoices is every valid decryption_method value, for messages.
 func methodChoices() string {
-	return methodList() + ", or a name: " + strings.Join(MethodNames(), ", ")
+	return methodList() + ", or a name: " + strings.Join(MethodNames(), ", ") + " (" + ownNote + ")"
 }
+
+// ownNote tells the names of this project's methods from stock's look-alikes.
+const ownNote = "aes128 and rijndael128 (no dash), aes192 and rijndael192, and gost are NSClient++'s " +
+	"AES-128, AES-192 and Crypto++ GOST, this project's own methods, not stock's 14 (rijndael-128), " +
+	"15 (rijndael-192) and 23 (libmcrypt's gost)"
 
 // methodList names the usable methods for messages and documentation.
 func methodList() string {
@@ -396,13 +403,21 @@ var facilities = []string{
 	"local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
 }
 
+// parseFacility reads log_facility: stock's table spells lpr "lrp", so a
+// file that stock logs to lpr with says lrp.
+func parseFacility(s string) (string, error) {
+	if s == "lrp" {
+		return "lpr", nil
+	}
+	return s, nil
+}
+
 func validFacility(s string) error {
 	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return errors.New("contains a NUL byte")
 	case slices.Contains(facilities, s):
 		return nil
-	case s == "lrp":
-		// Stock's table misspells lpr, so a stock file may say lrp.
-		return errors.New("is stock's misspelling of lpr; write lpr")
 	}
 	return errors.New("is not a syslog facility; use one of " + strings.Join(facilities, ", "))
 }
