@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -134,14 +135,19 @@ func dropPrivileges(cfg *conf.Config) error {
 	return err
 }
 
-// acquirePidFile takes pid_file, if set.
+// acquirePidFile takes pid_file, if set. Another daemon holding it is an
+// error; a pid file that cannot be written is not: stock logs that and runs
+// without one, and so do we, at err.
 func acquirePidFile(cfg *conf.Config) (*PidFile, error) {
 	if cfg.PidFile == "" {
 		return nil, nil
 	}
 	p, err := AcquirePidFile(cfg.PidFile)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrRunning):
 		return nil, fmt.Errorf("conf: %s: %w", cfg.Where("pid_file"), err)
+	case err != nil:
+		glog.Errorf("conf: %s: %v: running without a pid file, as stock nsca does", cfg.Where("pid_file"), err)
 	}
 	return p, nil
 }
