@@ -162,7 +162,7 @@ func Default() *Config {
 }
 
 // Embedded returns the built-in configuration the daemon runs on when it is
-// started without -c. It panics if that file does not parse, which can only
+// started with -c builtin. It panics if that file does not parse, which can only
 // be a build bug (the tests parse it).
 func Embedded() *Config {
 	c, err := Parse(EmbeddedFile, embedded)

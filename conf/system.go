@@ -22,6 +22,7 @@ var (
 	errChrootNeeds  = errors.New("entering a chroot needs root: start the daemon as root or remove nsca_chroot")
 	errUnresolvable = errors.New("does not resolve to an address")
 	errNotLocal     = errors.New("is not an address of this machine")
+	errNotFree      = errors.New("cannot be listened on")
 )
 
 // addressTimeout bounds the look-up of server_address.
@@ -32,13 +33,19 @@ type Start struct {
 	// Listen says whether this run mode binds server_address and writes
 	// pid_file: every one but inetd's, whose connection is handed over.
 	Listen bool
+	// Metrics says whether metrics_address must be free: at a start, but
+	// not at a reload, whose running daemon holds it itself. A metrics
+	// endpoint the operator asked for and does not get would leave the
+	// monitoring of the daemon blind, so it refuses the start.
+	Metrics bool
 }
 
 // CheckSystem refuses, with the file, the line and the fix, what the
 // daemon would refuse once it meets this machine, or would start with and
 // then silently fail on at every result: a user or group that does not
 // exist; a missing nsca_chroot; a server_address that does not resolve; a
-// command_file that is a directory; a check_result_path, or a file a
+// command_file that is a directory; at a start, a metrics_address that
+// cannot be listened on (taken by another process); a check_result_path, or a file a
 // remote engine reads (a gearman_keyfile, an Icinga 2 certificate) that the
 // daemon's user (nsca_user, inside nsca_chroot, as the sinks open them
 // after privileges are dropped) cannot use. What stock starts with it only
@@ -72,6 +79,14 @@ func (c *Config) CheckSystem(s Start) error {
 			return c.PathError("server_address", fmt.Errorf("%w: write an address of this machine, "+
 				"a name in /etc/hosts, or leave it empty for every address", err))
 		}
+	}
+	if s.Metrics && c.MetricsAddress != "" {
+		ln, err := net.Listen("tcp", c.MetricsAddress)
+		if err != nil {
+			return c.PathError("metrics_address", fmt.Errorf("%w: %w: stop what serves it or choose another port",
+				errNotFree, err))
+		}
+		ln.Close()
 	}
 	if err := c.checkPaths(a); err != nil {
 		return err

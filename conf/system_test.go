@@ -2,6 +2,7 @@ package conf
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -206,5 +207,28 @@ func TestWarnCommandFile(t *testing.T) {
 		if mode == 0o600 && !strings.Contains(got, want) || mode == 0o666 && got != "" {
 			t.Errorf("mode %04o: warnings %q", mode, got)
 		}
+	}
+}
+
+// TestMetricsAddressTaken: a start refuses a metrics_address another
+// process listens on (before, the daemon started with one E line and no
+// metrics while --check-config said all was well); a reload, whose running
+// daemon holds the address itself, does not try it.
+func TestMetricsAddressTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg, err := Parse("m.cfg", []byte("command_file=/c\nmetrics_address="+ln.Addr().String()+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "conf: m.cfg:2: metrics_address=" + ln.Addr().String() + ": cannot be listened on: "
+	if err := cfg.CheckSystem(Start{Listen: true, Metrics: true}); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("start: %v, want %q...", err, want)
+	}
+	if err := cfg.CheckSystem(Start{Listen: true}); err != nil {
+		t.Errorf("reload: %v", err)
 	}
 }
