@@ -60,6 +60,13 @@ func run(args []string) int {
 		// A worker's configuration is the one its supervisor validated.
 		err = validate(cfg, conf.Start{Listen: !o.inetd, Metrics: !o.inetd})
 	}
+	if cfg != nil && worker == nil && !o.inetd && !o.checkOnly && o.replay == "" {
+		// Before the warnings and a refusal, so that they reach syslog or
+		// the journal at their priority too.
+		if err := proc.LogToSystem(cfg.LogFacility, o.foreground); err != nil {
+			return proc.Fail(err)
+		}
+	}
 	if cfg != nil {
 		for _, w := range cfg.Warnings {
 			glog.Warning(w)
@@ -116,15 +123,6 @@ func run(args []string) int {
 		return app.RunInetd(cfg, o.foreground)
 	case !o.foreground && !proc.Detached():
 		return proc.Detach(args)
-	}
-	if proc.Detached() {
-		if err := proc.StderrToSyslog(cfg.LogFacility); err != nil {
-			return proc.Fail(err)
-		}
-	} else if proc.OnJournal() {
-		if err := proc.StderrToJournal(); err != nil {
-			return proc.Fail(err)
-		}
 	}
 	if cfg.Workers > 0 {
 		return app.RunSupervisor(cfg)

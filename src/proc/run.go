@@ -103,10 +103,11 @@ func (a *App) setProcs(cfg *conf.Config) {
 	runtime.GOMAXPROCS(n)
 }
 
-// Fail reports a start-up error on stderr and, for a detached daemon, to
-// the parent still waiting on the terminal, and returns exit code 1.
+// Fail reports a start-up error at err (on stderr, or in syslog or the
+// journal: see failLog) and, for a detached daemon, to the parent still
+// waiting on the terminal, and returns exit code 1.
 func Fail(err error) int {
-	fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
+	failLog(err.Error())
 	glog.Flush()
 	ReportStarted(err)
 	return 1
