@@ -46,7 +46,7 @@ func TestDefault(t *testing.T) {
 		DecryptionEngine:       "auto",
 		PayloadLengths:         []int{512, 4096},
 		ConnectionTimeout:      10,
-		StatsInterval:          5,
+		StatsInterval:          300,
 		ReaderThreads:          1,
 		QueueSize:              128,
 		SpoolFileMode:          0o600,

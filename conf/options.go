@@ -167,10 +167,14 @@ var earlyOptions = []row{
 		Doc: "host:port on which to serve Prometheus metrics at /metrics (counters summed over the workers), " +
 			"liveness at /healthz and readiness at /readyz. Empty: off."},
 
-	{Name: "stats_interval", Default: "5", Origin: option.OriginNew,
+	{Name: "stats_interval", Default: "300", Origin: option.OriginNew,
 		Kind: option.Integer(func(c *Config) *int { return &c.StatsInterval }, 0, 86400, " seconds"),
-		Doc: "Seconds between statistics lines in the log, 0..86400; a line is skipped when no counter " +
-			"changed since the last one. 0: no statistics lines (the final one at exit stays)."},
+		Doc: "Most seconds between two statistics lines in the log while counters change, 0..86400: under " +
+			"steady traffic one line per interval. Sooner, within 5 seconds (or the interval, if shorter), when " +
+			"something noteworthy happened since the last line: results dropped or refused to an identity, " +
+			"connections refused, a sink's write error, fallback or outage, damage in a durable queue; at most " +
+			"one such line a minute while it goes on. No line while no counter changes. 0: no statistics lines " +
+			"(the final one at exit stays)."},
 
 	// Scaling out: a load balancer in front, distributed engines behind.
 	{Name: "proxy_protocol", Default: "0", Origin: option.OriginNew,
