@@ -34,9 +34,12 @@ func reportEvery(snapshot func() Snapshot, interval, check time.Duration, stop <
 	if interval <= 0 {
 		return
 	}
+	// last is taken before the ticker starts, so that the tick an interval
+	// later finds the line an interval old, not a hair less.
+	last := time.Now()
 	t := time.NewTicker(min(interval, check))
 	defer t.Stop()
-	prev, last := snapshot(), time.Now()
+	prev := snapshot()
 	var lastNoteworthy time.Time // long ago: the first is written at once
 	for {
 		select {
