@@ -70,7 +70,7 @@ func (c *Config) CheckSystem(s Start) error {
 	}
 	if s.Listen && c.PidFile != "" {
 		if err := checkPidFile(c.PidFile); err != nil {
-			c.warnf(c.Lines["pid_file"], "pid_file=%s %v; stock nsca logs that it cannot write it and runs "+
+			c.warnf(c.Lines["pid_file"], "pid_file=%s: %v; stock nsca logs that it cannot write it and runs "+
 				"without a pid file, and so does nsca_fast (scripts that read it then find no pid)", show(c.PidFile), err)
 		}
 	}
