@@ -14,13 +14,10 @@ import (
 	_ "embed" // for the built-in default configuration
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/conf/option"
@@ -171,78 +168,8 @@ func Default() *Config {
 	return c
 }
 
-// Load reads and parses the file at path. Besides Parse's warnings it warns
-// when the file holds a password and every user may read it. It does not
-// call Validate, so that command-line overrides can be applied first.
-func Load(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("conf: cannot read config file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("conf: cannot read config file: %w", err)
-	}
-	c, err := Parse(path, data)
-	if err != nil {
-		return nil, err
-	}
-	if fi, err := f.Stat(); err == nil && c.Password != "" && fi.Mode().Perm()&0o004 != 0 {
-		c.warnf(c.Lines["password"], "password: the file is readable by every user (mode %04o); "+
-			"let only root and the daemon's group read it: %s", fi.Mode().Perm(), c.privateMode(path))
-	}
-	return c, nil
-}
-
-// Parse reads a configuration in nsca.cfg syntax from data; file names it in
-// messages. It returns the first error, as stock does. It does not call
-// Validate, so that command-line overrides can be applied first.
-func Parse(file string, data []byte) (*Config, error) {
-	c := Default()
-	c.File = file
-	for i, line := range strings.Split(string(data), "\n") {
-		n := i + 1
-		// Only a '#' in the first column starts a comment, as in stock: a
-		// '#' anywhere else may be part of a password.
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if line == "\r" {
-			// Stock rejects this line; we are lenient so CRLF files load.
-			c.warnf(n, "blank line ends in a carriage return (CRLF line endings); "+
-				"convert the file to LF line endings")
-			continue
-		}
-		name, value, found := strings.Cut(line, "=")
-		switch {
-		case !found:
-			return nil, c.lineErr(n, ErrSyntax, `no "=" on this line (expected name=value)`)
-		case name == "":
-			return nil, c.lineErr(n, ErrSyntax, `no option name before "="`)
-		case value == "":
-			// Stock says "No variable value specified"; an empty value is
-			// never a way to ask for the default.
-			return nil, c.lineErr(n, ErrSyntax, show(name)+
-				`: no value after "=" (comment the line out to keep the default)`)
-		}
-		o := byName[name]
-		if o == nil {
-			return nil, c.lineErr(n, ErrUnknownOption, unknownReason(name))
-		}
-		if strings.HasSuffix(value, "\r") {
-			c.warnf(n, "%s: %s", name, o.CRLFWarning())
-		}
-		if err := o.Kind.Set(c, value); err != nil {
-			return nil, c.lineErr(n, ErrBadValue, o.Describe(value, err))
-		}
-		c.Lines[name] = n
-	}
-	return c, nil
-}
-
 // Embedded returns the built-in configuration the daemon runs on when it is
-// started without -c. It panics if that file does not parse, which can only
+// started with -c builtin. It panics if that file does not parse, which can only
 // be a build bug (the tests parse it).
 func Embedded() *Config {
 	c, err := Parse(EmbeddedFile, embedded)
@@ -394,33 +321,6 @@ func (c *Config) where(name string) string {
 		return file + ":" + strconv.Itoa(line)
 	}
 	return file
-}
-
-// lineErr formats a parse error in the one shape all of them share.
-func (c *Config) lineErr(line int, sentinel error, reason string) error {
-	return fmt.Errorf("conf: %s:%d: %s: %w", c.File, line, reason, sentinel)
-}
-
-// warnf records a warning about a line of the file.
-func (c *Config) warnf(line int, format string, args ...any) {
-	where := c.File
-	if line > 0 {
-		where += ":" + strconv.Itoa(line)
-	}
-	c.Warnings = append(c.Warnings, "conf: "+where+": "+fmt.Sprintf(format, args...))
-}
-
-// unknownReason explains an unknown name, pointing out the mistakes that
-// make a known name unrecognisable: blanks around "=" (stock does not allow
-// them either) and a byte order mark left by a Windows editor.
-func unknownReason(name string) string {
-	if t := strings.TrimSpace(name); t != name && byName[t] != nil {
-		return fmt.Sprintf("option %s (blanks around \"=\" are not allowed; write %s=value)", show(name), t)
-	}
-	if t, bom := strings.CutPrefix(name, "\ufeff"); bom && byName[t] != nil {
-		return fmt.Sprintf("option %s (the file starts with a byte order mark; save it without one)", show(name))
-	}
-	return "option " + show(name)
 }
 
 // show is how every message of this package shows a value.

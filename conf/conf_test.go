@@ -47,7 +47,7 @@ func TestDefault(t *testing.T) {
 		DecryptionEngine:       "auto",
 		PayloadLengths:         []int{512, 4096},
 		ConnectionTimeout:      10,
-		StatsInterval:          5,
+		StatsInterval:          300,
 		ReaderThreads:          1,
 		QueueSize:              128,
 		SpoolFileMode:          0o600,
@@ -110,36 +110,53 @@ func TestOptionValues(t *testing.T) {
 		value string // after "name="
 		want  string // Dump's value on success
 		err   string // substring of the error; "" for success
+		warn  string // substring of the one warning on success; "": none
 	}
 	bad := func(value, err string) tc { return tc{value: value, err: err} }
 	ok := func(value, want string) tc { return tc{value: value, want: want} }
+	// warned is a value stock runs with (and so does nsca_fast) that is
+	// probably not what its author meant.
+	warned := func(value, want, warn string) tc { return tc{value: value, want: want, warn: warn} }
+	notNumber := "is not a number; stock nsca reads only its leading digits"
+	inline := `only a "#" at the start of a line begins a comment`
+	blank := "ends in a blank (space or tab)"
 	notInt := "is not a decimal integer"
 	nul := "contains a NUL byte"
 	boolCases := []tc{ok("1", "1"), ok("0", "0"), ok("7", "1"), ok("-1", "0"), ok(" 1\t", "1"),
-		bad("yes", notInt), bad("1x", notInt), bad("true", notInt)}
-	textCases := []tc{ok("/a/b", "/a/b"), ok("x y ", `"x y "`), ok(" lead", `" lead"`), bad("a\x00b", nul)}
-	secretCases := []tc{ok("s3cret ", "********"), bad("a\x00b", "contains a NUL byte")}
+		bad("yes", notInt), bad("1x", notInt), bad("true", notInt), bad("1 # on", inline)}
+	// Stock's flags are read as stock's atoi reads them.
+	stockBoolCases := []tc{ok("1", "1"), ok("0", "0"), ok("7", "1"), ok("-1", "0"), ok(" 1\t", "1"),
+		warned("yes", "0", "=yes "+notNumber+" (0 when there are none), 0, and so does nsca_fast: write "),
+		warned("1x", "1", notNumber), warned("true", "0", "(1 for yes, 0 for no)"), warned("1 # on", "1", inline),
+		bad("99999999999999999999", "out of range")}
+	textCases := []tc{ok("/a/b", "/a/b"), warned("x y ", `"x y "`, blank), ok(" lead", `" lead"`), bad("a\x00b", nul),
+		warned("/a # b", "/a # b", inline), ok("/a#b", "/a#b")}
+	secretCases := []tc{warned("s3cret ", "********", "a client whose password lacks it is refused"),
+		bad("a\x00b", "contains a NUL byte")}
 	cases := map[string][]tc{
 		"pid_file": textCases,
 		"server_port": {ok("1", "1"), ok("65535", "65535"), ok(" 5668 ", "5668"), ok("\t80", "80"),
 			ok("+22", "22"), ok("0010", "10"), bad("0", "must be at least 1"),
 			bad("65536", "cannot be greater than 65535"), bad("-1", "must be at least 1"),
-			bad("5667abc", notInt), bad("0x10", notInt), bad("1_000", notInt), bad("1e3", notInt),
+			warned("5667abc", "5667", notNumber), bad("0x10", "server_port=0x10 is read as 0, as stock nsca reads it, which must be at least 1"), warned("1_000", "1", notNumber),
+			warned("1e3", "1", notNumber), warned("5667 # the port", "5667", "reads the number before it, 5667"),
 			bad(" ", notInt), bad("99999999999999999999", "out of range")},
 		"server_address": {ok("127.0.0.1", "127.0.0.1"), ok("::1", "::1"), ok("nagios.example", "nagios.example"),
 			bad("\x00", nul)},
 		"nsca_user":           textCases,
 		"nsca_group":          textCases,
 		"nsca_chroot":         textCases,
-		"debug":               boolCases,
+		"debug":               stockBoolCases,
 		"command_file":        textCases,
 		"alternate_dump_file": textCases,
-		"aggregate_writes":    boolCases,
-		"append_to_file":      boolCases,
+		"aggregate_writes":    stockBoolCases,
+		"append_to_file":      stockBoolCases,
 		"max_packet_age": {ok("0", "0"), ok("900", "900"), ok("45", "45"),
 			bad("901", "max_packet_age=901 cannot be greater than 900 seconds"),
-			bad("-1", "cannot be negative"), bad("30s", notInt)},
-		"password": {ok("s3cret", "********"), ok(" ", "********"),
+			bad("-1", "cannot be negative"), warned("30s", "30", "max_packet_age=30s "+notNumber),
+			bad("901s", "cannot be greater than 900")},
+		"password": {ok("s3cret", "********"), warned(" ", "********", blank),
+			warned("pw # the password", "********", "stock nsca and send_nsca take the text"),
 			ok(strings.Repeat("p", 511), "********"),
 			bad(strings.Repeat("p", 512), "password is too long: 512 bytes, at most 511"),
 			bad("a\x00", nul)},
@@ -153,8 +170,16 @@ func TestOptionValues(t *testing.T) {
 			ok("twofish", "9"), ok("rc2", "11"), ok("aes", "14"), ok("aes256", "14"), ok("rijndael256", "14"),
 			ok("serpent", "20"), ok("none", "0"), ok("xor", "1"), ok("aes128", "aes128"),
 			ok("rijndael128", "aes128"), ok("aes192", "aes192"), ok("rijndael192", "aes192"), ok("gost", "gost"),
-			bad("tripledes", "is neither a method number nor a method name; use one of 0 none, 1 xor"),
-			bad("AES", "or a name: none (= 0), xor (= 1), des (= 2), 3des (= 3)"), bad("cast-128", "aes128, rijndael128, aes192"),
+			// libmcrypt's names.
+			ok("tripledes", "3"), ok("cast-128", "4"), ok("cast-256", "5"), ok("loki97", "10"),
+			ok("rijndael-128", "14"), ok("rijndael-192", "15"), ok("rijndael-256", "16"), ok("saferplus", "26"),
+			bad("threeway", "(threeway) is unusable"), bad("arcfour", "(arcfour) is unusable"),
+			bad("Tripledes", "is neither a method number nor a method name; use one of 0 none, 1 xor"),
+			bad("AES", "or a name: none (= 0), xor (= 1), des (= 2), 3des (= 3), tripledes (= 3)"),
+			bad("cast_128", "aes128, rijndael128, aes192"),
+			bad("rijndael", "aes128 and rijndael128 (no dash), aes192 and rijndael192, and gost are NSClient++'s"),
+			// As stock's atoi, but a word is never read as 0: no encryption.
+			warned("14 # rijndael-128", "14", "reads the number before it, 14"), warned("14x", "14", notNumber),
 			bad("100", "is not a decryption method; write its name, aes128"), bad("102", "write its name, gost"),
 			bad("7", "decryption_method=7 (threeway) is unusable: "+whyBlock+"; send_nsca cannot use it either"),
 			bad("12", "decryption_method=12 (arcfour) is unusable: a stream cipher, libmcrypt cannot open it "+
@@ -167,12 +192,13 @@ func TestOptionValues(t *testing.T) {
 			bad("1,13", "has a bad entry 13: is not a decryption method"),
 			bad("1,12", "has a bad entry 12: (arcfour) is unusable"), bad("14,aes", "lists aes twice")},
 		"log_facility": {ok("daemon", "daemon"), ok("local7", "local7"), ok("lpr", "lpr"), ok("authpriv", "authpriv"),
-			bad("lrp", "misspelling of lpr"), bad("Daemon", "is not a syslog facility"),
-			bad("local8", "is not a syslog facility"), bad("daemon ", `log_facility="daemon " is not a syslog facility`)},
+			ok("lrp", "lpr"), warned("Daemon", "daemon", "is not a syslog facility; stock nsca logs that and uses daemon"),
+			warned("local9", "daemon", "log_facility=local9 is not a syslog facility"),
+			warned("daemon ", "daemon", `log_facility="daemon " is not a syslog facility`), bad("a\x00", nul)},
 		"check_result_path": append(textCases,
 			// Writability belongs to the sink at startup, not to the parser.
 			ok("/nonexistent/spool", "/nonexistent/spool")),
-		"strict_mode_spoofing": boolCases,
+		"strict_mode_spoofing": stockBoolCases,
 		"password_file":        textCases,
 		"identities_file":      textCases,
 		"decryption_mode":      {ok("0", "0"), ok("1", "1"), bad("2", "cannot be greater than 1"), bad("-1", "cannot be negative")},
@@ -204,7 +230,7 @@ func TestOptionValues(t *testing.T) {
 		"queue_size": {ok("1", "1"), ok("1000000", "1000000"), bad("0", "must be at least 1"),
 			bad("1000001", "cannot be greater than 1000000")},
 		"allowed_hosts": {ok("127.0.0.1", "127.0.0.1"), ok("10.0.0.0/8, ::1 ,2001:db8::/32", "10.0.0.0/8, ::1 ,2001:db8::/32"),
-			ok(" 10.0.0.1\t", `" 10.0.0.1\t"`),
+			warned(" 10.0.0.1\t", `" 10.0.0.1\t"`, blank),
 			bad("10.0.0.256", "allowed_hosts=10.0.0.256 has a bad entry 10.0.0.256: 10.0.0.256 is not an IPv4 or IPv6 address (write one"),
 			bad("10.0.0.1,,10.0.0.2", `has a bad entry "": empty entry`),
 			bad("10.0.0.1,nagios.example", "has a bad entry nagios.example"),
@@ -301,8 +327,11 @@ func TestOptionValues(t *testing.T) {
 				t.Errorf("%q: Dump shows %s, want %s", line, dumpValue(t, got, name), c.want)
 			case c.err == "" && got.Lines[name] != 2:
 				t.Errorf("%q: Lines[%s] = %d, want 2", line, name, got.Lines[name])
-			case c.err == "" && len(got.Warnings) != 0:
+			case c.err == "" && c.warn == "" && len(got.Warnings) != 0:
 				t.Errorf("%q: warnings %q", line, got.Warnings)
+			case c.warn != "" && (len(got.Warnings) != 1 || !strings.HasPrefix(got.Warnings[0], "conf: t.cfg:2: "+name) ||
+				!strings.Contains(got.Warnings[0], c.warn)):
+				t.Errorf("%q: warnings %q, want one at t.cfg:2 naming %s and saying %q", line, got.Warnings, name, c.warn)
 			case c.err != "" && err == nil:
 				t.Errorf("%q: no error, want %q", line, c.err)
 			case c.err != "":
@@ -466,8 +495,8 @@ func TestErrors(t *testing.T) {
 		{"unknown, case", "Debug=1\n", ErrUnknownOption, `conf: x.cfg:1: option Debug: unknown option`},
 		{"blanks around =", "server_port = 5667\n", ErrUnknownOption,
 			`conf: x.cfg:1: option "server_port " (blanks around "=" are not allowed; write server_port=value): unknown option`},
-		{"byte order mark", "\ufeffserver_port=5667\n", ErrUnknownOption,
-			`conf: x.cfg:1: option "\ufeffserver_port" (the file starts with a byte order mark; save it without one): unknown option`},
+		{"byte order mark later", "server_port=5667\n\ufeffdebug=1\n", ErrUnknownOption,
+			`conf: x.cfg:2: option "\ufeffdebug": unknown option`},
 		{"stock substring match", "my_command_file=/x\n", ErrUnknownOption,
 			`conf: x.cfg:1: option my_command_file: unknown option`},
 		{"bad value", "debug=0\ndebug=1\nserver_port=http\n", ErrBadValue,
@@ -528,8 +557,19 @@ func TestSyntax(t *testing.T) {
 	if _, set := c.Lines["pid_file"]; set {
 		t.Errorf("Lines holds an option that was not set")
 	}
-	if c.File != "s.cfg" || len(c.Warnings) != 0 {
-		t.Errorf("File %q, warnings %q", c.File, c.Warnings)
+	// Each of what stock does silently is said once, naming the line(s).
+	want := []string{
+		`conf: s.cfg:5: command_file="/x#y " ends in a blank (space or tab), which stock nsca keeps as part of the value`,
+		"conf: s.cfg:8: server_port is set again: this line replaces line 6's value (the last one counts",
+		"conf: s.cfg:9: debug is set again: this line replaces line 7's value",
+	}
+	if c.File != "s.cfg" || len(c.Warnings) != len(want) {
+		t.Fatalf("File %q, warnings %q, want %d", c.File, c.Warnings, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(c.Warnings[i], w) {
+			t.Errorf("warning %q, want it to start %q", c.Warnings[i], w)
+		}
 	}
 	if c, err := Parse("e.cfg", nil); err != nil || !reflect.DeepEqual(c.Dump(), Default().Dump()) {
 		t.Errorf("an empty file should give the defaults: %v", err)
@@ -548,28 +588,38 @@ func TestPasswordVerbatim(t *testing.T) {
 	}
 }
 
+// A CRLF file is read as its author meant: no carriage return in any value
+// (stock keeps one at the end of each, so its password matches no client,
+// and refuses the blank line), with one warning naming the first such line.
 func TestCRLF(t *testing.T) {
-	file := "# comment\r\nserver_port=5668\r\npassword=pw\r\n\r\ncommand_file=/cmd\n"
+	file := "server_port=5668\n# comment\r\nserver_address=127.0.0.1\r\npassword=pw\r\n\r\ncommand_file=/cmd\r\n"
 	c, err := Parse("w.cfg", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ServerPort != 5668 {
-		t.Errorf("server_port %d: a numeric value ignores the carriage return", c.ServerPort)
+	if c.ServerPort != 5668 || c.ServerAddress != "127.0.0.1" || c.Password != "pw" || c.CommandFile != "/cmd" {
+		t.Errorf("values %d %q %q %q, want no carriage return in any", c.ServerPort, c.ServerAddress, c.Password, c.CommandFile)
 	}
-	if c.Password != "pw\r" {
-		t.Errorf("password %q: stock keeps the carriage return in the value", c.Password)
-	}
-	if len(c.Warnings) != 3 {
-		t.Fatalf("warnings %q, want 3", c.Warnings)
-	}
-	for i, prefix := range []string{"conf: w.cfg:2: server_port: ", "conf: w.cfg:3: password: ", "conf: w.cfg:4: "} {
-		if !strings.HasPrefix(c.Warnings[i], prefix) || !strings.Contains(c.Warnings[i], "carriage return") {
-			t.Errorf("warning %q, want prefix %q and the cause", c.Warnings[i], prefix)
-		}
+	if len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], "conf: w.cfg:2: the file has CRLF (Windows) line endings") ||
+		!strings.Contains(c.Warnings[0], "sed -i") {
+		t.Errorf("warnings %q, want one naming line 2 and the fix", c.Warnings)
 	}
 	if strings.Contains(strings.Join(c.Warnings, "\n"), "pw") {
 		t.Errorf("a warning shows the password: %q", c.Warnings)
+	}
+}
+
+// A UTF-8 byte order mark, which stock refuses as part of the first
+// option's name, is skipped with a warning.
+func TestByteOrderMark(t *testing.T) {
+	for _, file := range []string{"\ufeffserver_port=5668\n", "\ufeff# comment\nserver_port=5668\n"} {
+		c, err := Parse("b.cfg", []byte(file))
+		if err != nil {
+			t.Fatalf("%q: %v", file, err)
+		}
+		if c.ServerPort != 5668 || len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], "conf: b.cfg:1: the file starts with a UTF-8 byte order mark") {
+			t.Errorf("%q: server_port %d, warnings %q", file, c.ServerPort, c.Warnings)
+		}
 	}
 }
 
@@ -600,7 +650,7 @@ func TestDump(t *testing.T) {
 	if v := dumpValue(t, d, "pid_file"); v != `""` {
 		t.Errorf("empty string shown as %q", v)
 	}
-	c, err := Parse("d.cfg", []byte("password=hunter2 \ncommand_file=/a b\r\n"))
+	c, err := Parse("d.cfg", []byte("password=hunter2 \ncommand_file=/a b\t\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,8 +658,8 @@ func TestDump(t *testing.T) {
 	if strings.Contains(all, "hunter2") || !strings.Contains(all, "\npassword=********\n") {
 		t.Errorf("password not masked:\n%s", all)
 	}
-	if !strings.Contains(all, "\ncommand_file=\"/a b\\r\"\n") {
-		t.Errorf("a carriage return should be shown quoted:\n%s", all)
+	if !strings.Contains(all, "\ncommand_file=\"/a b\\t\"\n") {
+		t.Errorf("a trailing tab should be shown quoted:\n%s", all)
 	}
 	if !strings.Contains(all, "\nspool_file_mode=0600") || !strings.Contains(all, "\ndebug=0\n") {
 		t.Errorf("modes are octal, flags 0/1:\n%s", all)

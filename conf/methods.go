@@ -77,14 +77,25 @@ var ownMethods = func() []Method {
 }()
 
 // methodNames maps the names decryption_method accepts to a method number:
-// NSClient++'s encryption names, each mapped to the method that decrypts
-// what NSClient++ encrypts under that name (checked by tests/nscp_test.go).
-// NSClient++'s aes/aes256 is stock's 14 (libmcrypt keys rijndael-128 with 32
-// bytes); its gost is not stock's 23, whose S-boxes differ.
+// libmcrypt's names of stock's methods (what stock's own documentation and
+// send_nsca.cfg's comments call them: rijndael-128 is 14), and NSClient++'s
+// encryption names, each mapped to the method that decrypts what NSClient++
+// encrypts under that name (checked by tests/nscp_test.go). NSClient++'s
+// aes/aes256/rijndael256 is stock's 14 (libmcrypt keys rijndael-128 with 32
+// bytes), not rijndael-256 (16, a 256-bit block); its rijndael128 and
+// rijndael192 are AES-128 and AES-192, which stock has no number for; its
+// gost is not stock's 23, whose S-boxes differ, so libmcrypt's gost is
+// written 23. The unusable methods' names are here so that their message
+// says why they are refused.
 var methodNames = map[string]int{
-	"none": 0, "xor": 1, "des": 2, "3des": 3, "cast128": 4, "xtea": 6,
-	"blowfish": 8, "twofish": 9, "rc2": 11, "aes": 14, "aes256": 14, "rijndael256": 14,
-	"serpent": 20, "aes128": cipher.MethodAES128, "rijndael128": cipher.MethodAES128,
+	// libmcrypt's names.
+	"none": 0, "xor": 1, "des": 2, "tripledes": 3, "cast-128": 4, "cast-256": 5, "xtea": 6, "threeway": 7,
+	"blowfish": 8, "twofish": 9, "loki97": 10, "rc2": 11, "arcfour": 12, "rijndael-128": 14,
+	"rijndael-192": 15, "rijndael-256": 16, "wake": 19, "serpent": 20, "enigma": 22, "safer-sk64": 24,
+	"safer-sk128": 25, "saferplus": 26,
+	// NSClient++'s names.
+	"3des": 3, "cast128": 4, "aes": 14, "aes256": 14, "rijndael256": 14,
+	"aes128": cipher.MethodAES128, "rijndael128": cipher.MethodAES128,
 	"aes192": cipher.MethodAES192, "rijndael192": cipher.MethodAES192, "gost": cipher.MethodGOST,
 }
 
@@ -113,13 +124,15 @@ func MethodByName(name string) (m Method, ok bool) {
 	return MethodByNumber(n)
 }
 
-// MethodNames lists the names decryption_method accepts, grouped by the
-// method they select in number order, as "name (= number)" for stock methods
-// and the bare name for this project's.
+// MethodNames lists the names decryption_method accepts for a usable
+// method, grouped by the method they select in number order, as "name (=
+// number)" for stock methods and the bare name for this project's.
 func MethodNames() []string {
 	byMethod := map[int][]string{}
 	for name, n := range methodNames {
-		byMethod[n] = append(byMethod[n], name)
+		if m, _ := MethodByNumber(n); m.Usable {
+			byMethod[n] = append(byMethod[n], name)
+		}
 	}
 	var numbers []int
 	for n := range byMethod {

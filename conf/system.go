@@ -22,6 +22,7 @@ var (
 	errChrootNeeds  = errors.New("entering a chroot needs root: start the daemon as root or remove nsca_chroot")
 	errUnresolvable = errors.New("does not resolve to an address")
 	errNotLocal     = errors.New("is not an address of this machine")
+	errNotFree      = errors.New("cannot be listened on")
 )
 
 // addressTimeout bounds the look-up of server_address.
@@ -32,19 +33,26 @@ type Start struct {
 	// Listen says whether this run mode binds server_address and writes
 	// pid_file: every one but inetd's, whose connection is handed over.
 	Listen bool
+	// Metrics says whether metrics_address must be free: at a start, but
+	// not at a reload, whose running daemon holds it itself. A metrics
+	// endpoint the operator asked for and does not get would leave the
+	// monitoring of the daemon blind, so it refuses the start.
+	Metrics bool
 }
 
 // CheckSystem refuses, with the file, the line and the fix, what the
 // daemon would refuse once it meets this machine, or would start with and
 // then silently fail on at every result: a user or group that does not
-// exist; a missing nsca_chroot; a pid_file whose directory is missing or
-// cannot be written; a server_address that does not resolve; a
-// command_file that is a directory; a check_result_path, an
-// alternate_dump_file's directory, or a file a remote engine reads (a
-// gearman_keyfile, an Icinga 2 certificate) that the daemon's user
-// (nsca_user, inside nsca_chroot, as the sinks open them after privileges
-// are dropped) cannot use. It adds a warning when a reload will read the configuration file as nsca_user and
-// that user cannot read it.
+// exist; a missing nsca_chroot; a server_address that does not resolve; a
+// command_file that is a directory; at a start, a metrics_address that
+// cannot be listened on (taken by another process); a check_result_path, or a file a
+// remote engine reads (a gearman_keyfile, an Icinga 2 certificate) that the
+// daemon's user (nsca_user, inside nsca_chroot, as the sinks open them
+// after privileges are dropped) cannot use. What stock starts with it only
+// warns about: a pid_file that cannot be written (the daemon runs without
+// one) and an alternate_dump_file that cannot be (results it would take are
+// dropped, each logged). It also warns when a reload will read the
+// configuration file as nsca_user and that user cannot read it.
 func (c *Config) CheckSystem(s Start) error {
 	a, err := c.Account()
 	if err != nil {
@@ -62,7 +70,8 @@ func (c *Config) CheckSystem(s Start) error {
 	}
 	if s.Listen && c.PidFile != "" {
 		if err := checkPidFile(c.PidFile); err != nil {
-			return c.PathError("pid_file", err)
+			c.warnf(c.Lines["pid_file"], "pid_file=%s: %v; stock nsca logs that it cannot write it and runs "+
+				"without a pid file, and so does nsca_fast (scripts that read it then find no pid)", show(c.PidFile), err)
 		}
 	}
 	if s.Listen && c.ServerAddress != "" && os.Getenv("LISTEN_FDS") == "" {
@@ -70,6 +79,14 @@ func (c *Config) CheckSystem(s Start) error {
 			return c.PathError("server_address", fmt.Errorf("%w: write an address of this machine, "+
 				"a name in /etc/hosts, or leave it empty for every address", err))
 		}
+	}
+	if s.Metrics && c.MetricsAddress != "" {
+		ln, err := net.Listen("tcp", c.MetricsAddress)
+		if err != nil {
+			return c.PathError("metrics_address", fmt.Errorf("%w: %w: stop what serves it or choose another port",
+				errNotFree, err))
+		}
+		ln.Close()
 	}
 	if err := c.checkPaths(a); err != nil {
 		return err
@@ -136,7 +153,11 @@ func (c *Config) checkPaths(a Account) error {
 			if _, serr := os.Stat(path); serr != nil {
 				path = filepath.Dir(path) // the directory is what to fix
 			}
-			return c.PathError("alternate_dump_file", withFix(err, a, path, true))
+			// Stock starts too: the dump file is only the last resort, and
+			// each result it then cannot take is logged and counted.
+			c.warnf(c.Lines["alternate_dump_file"], "alternate_dump_file=%s: %v; results that the other sinks "+
+				"cannot take are dropped (each logged and counted) until it can be written, as stock nsca "+
+				"drops them", show(c.AlternateDumpFile), withFix(err, a, path, true))
 		}
 	}
 	var keys []string
@@ -175,10 +196,23 @@ func withFix(err error, a Account, path string, write bool) error {
 		return fmt.Errorf("%w: the file system is mounted read-only", err)
 	case !errors.Is(err, errDenied) && !errors.Is(err, fs.ErrPermission):
 		return err
+	case write && groupOf(path) != "":
+		// The core's spool belongs to it: the daemon joins its group.
+		return fmt.Errorf("%w: let %s write it: set nsca_group=%s, its group (chmod g+w %s if the group "+
+			"may not write), or choose a path it can write", err, who, groupOf(path), path)
 	case write:
 		return fmt.Errorf("%w: let %s write it (chown %s %s) or choose a path it can write", err, who, who, path)
 	}
 	return fmt.Errorf("%w: let %s read it (chgrp %s %s; chmod g+r %s)", err, who, a.groupName(), path, path)
+}
+
+// groupOf is the group of path when it exists and is not root's group.
+func groupOf(path string) string {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil || st.Gid == 0 {
+		return ""
+	}
+	return Account{GID: int(st.Gid)}.groupName()
 }
 
 // inRoot is where the daemon finds path once inside nsca_chroot, whose "/"
@@ -342,5 +376,23 @@ func (c *Config) privateMode(file string) string {
 	if err != nil || !a.Set {
 		return "chmod 0600 " + file
 	}
+	if g, path, ok := c.sinkGroup(); ok && g != a.groupName() {
+		return fmt.Sprintf("chown root:%s %s; chmod 0640 %s, and set nsca_group=%s, the group of %s that the "+
+			"daemon writes to (not %s, which other daemons share)", g, file, file, g, path, a.groupName())
+	}
 	return fmt.Sprintf("chown root:%s %s; chmod 0640 %s", a.groupName(), file, file)
+}
+
+// sinkGroup is the group of the first of command_file and check_result_path
+// that exists and does not belong to root's group: the group the monitoring
+// core lets write its results (nagios, nagcmd), and so the group the daemon
+// should run as and share its configuration with. ok is false when there is
+// none.
+func (c *Config) sinkGroup() (group, path string, ok bool) {
+	for _, p := range []string{c.CommandFile, c.CheckResultPath} {
+		if g := groupOf(c.inRoot(p)); p != "" && g != "" {
+			return g, p, true
+		}
+	}
+	return "", "", false
 }

@@ -2,7 +2,9 @@ package conf
 
 import (
 	"errors"
+	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +26,7 @@ func TestCheckSystem(t *testing.T) {
 		file   string
 		asRoot bool   // the case needs root (it drops to nobody)
 		msg    string // substring; "" = accepted
+		warn   string // substring of a warning, for what stock starts with
 	}{
 		{name: "fine", file: "command_file=/d/cmd\ncheck_result_path=/d\nalternate_dump_file=/d/dump\npid_file=/d/pid"},
 		{name: "command_file a directory", file: "check_result_path=/d\ncommand_file=/d",
@@ -37,9 +40,9 @@ func TestCheckSystem(t *testing.T) {
 		{name: "check_result_path not nsca_user's", file: "nsca_user=nobody\ncommand_file=/c\ncheck_result_path=/d", asRoot: true,
 			msg: "conf: v.cfg:3: check_result_path=" + dir + ": cannot create files in it: permission denied for uid 65534"},
 		{name: "dump file directory missing", file: "command_file=/c\nalternate_dump_file=/d/no/dump",
-			msg: "conf: v.cfg:2: alternate_dump_file=" + dir + "/no/dump: its directory " + dir + "/no: stat"},
+			warn: "conf: v.cfg:2: alternate_dump_file=" + dir + "/no/dump: its directory " + dir + "/no: stat"},
 		{name: "dump file not nsca_user's", file: "nsca_user=nobody\ncommand_file=/c\nalternate_dump_file=/d/dump", asRoot: true,
-			msg: "conf: v.cfg:3: alternate_dump_file=" + dir + "/dump: its directory " + dir + ": cannot create files in it"},
+			warn: "conf: v.cfg:3: alternate_dump_file=" + dir + "/dump: its directory " + dir + ": cannot create files in it"},
 		{name: "key file not nsca_user's", file: "nsca_user=nobody\ngearman_server=g:4730\ngearman_keyfile=/d/file", asRoot: true,
 			msg: "conf: v.cfg:3: gearman_keyfile=" + dir + "/file: permission denied"},
 		{name: "key file missing", file: "gearman_server=g:4730\ngearman_keyfile=/d/nokey",
@@ -55,8 +58,8 @@ func TestCheckSystem(t *testing.T) {
 		{name: "paths inside nsca_chroot", file: "nsca_chroot=/d\ncommand_file=/cmd\ncheck_result_path=/missing",
 			msg: "conf: v.cfg:3: check_result_path=/missing: stat " + dir + "/missing"},
 		{name: "pid_file directory missing", file: "command_file=/c\npid_file=/d/run/nsca.pid",
-			msg: "conf: v.cfg:2: pid_file=" + dir + "/run/nsca.pid: its directory " + dir + "/run: no such file or directory: create it"},
-		{name: "pid_file a directory", file: "command_file=/c\npid_file=/d", msg: "conf: v.cfg:2: pid_file=" + dir + ": is a directory"},
+			warn: "conf: v.cfg:2: pid_file=" + dir + "/run/nsca.pid: its directory " + dir + "/run: no such file or directory: create it"},
+		{name: "pid_file a directory", file: "command_file=/c\npid_file=/d", warn: "conf: v.cfg:2: pid_file=" + dir + ": is a directory"},
 		{name: "server_address not this machine's", file: "command_file=/c\nserver_address=192.0.2.1",
 			msg: "conf: v.cfg:2: server_address=192.0.2.1: 192.0.2.1 is not an address of this machine"},
 		{name: "server_address loopback", file: "command_file=/c\nserver_address=localhost"},
@@ -76,7 +79,10 @@ func TestCheckSystem(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = cfg.CheckSystem(Start{Listen: true})
+			warnings := strings.Join(cfg.Warnings, "\n")
 			switch {
+			case c.warn != "" && (err != nil || !strings.Contains(warnings, c.warn)):
+				t.Errorf("CheckSystem: %v, warnings %q; want it to start with a warning containing %q", err, warnings, c.warn)
 			case c.msg == "" && err != nil:
 				t.Errorf("CheckSystem: %v", err)
 			case c.msg == "":
@@ -128,6 +134,39 @@ func TestWarnReload(t *testing.T) {
 	}
 }
 
+// TestGroupAdvice: the fix proposed for a spool that nsca_user cannot
+// write, and for a configuration file that others can read, is the group
+// the monitoring core gave its command file and spool (nagios, nagcmd), not
+// the daemon's own group (Debian's nsca.cfg says nogroup).
+func TestGroupAdvice(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to check as nobody and to chown")
+	}
+	core, err := user.LookupGroupId("1") // a system group other than root: daemon on Debian
+	if err != nil {
+		t.Skip("no group 1 here")
+	}
+	dir := openDir(t)
+	spool := filepath.Join(dir, "spool")
+	if err := os.Mkdir(spool, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(spool, 0, 1)
+	os.Chmod(spool, 0o750)
+	cfg, err := Parse("g.cfg", []byte("nsca_user=nobody\nnsca_group=nogroup\ncheck_result_path="+spool+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.CheckSystem(Start{})
+	if want := "set nsca_group=" + core.Name + ", its group"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckSystem: %v; want the advice %q", err, want)
+	}
+	mode := cfg.privateMode("/etc/nsca.cfg")
+	if want := "chown root:" + core.Name + " /etc/nsca.cfg; chmod 0640 /etc/nsca.cfg, and set nsca_group=" + core.Name; !strings.HasPrefix(mode, want) {
+		t.Errorf("privateMode: %q, want %q...", mode, want)
+	}
+}
+
 // openDir is a temporary directory that every user may enter (t.TempDir's
 // parent is closed to others), owned by the tests' user and 0755.
 func openDir(t *testing.T) string {
@@ -168,5 +207,28 @@ func TestWarnCommandFile(t *testing.T) {
 		if mode == 0o600 && !strings.Contains(got, want) || mode == 0o666 && got != "" {
 			t.Errorf("mode %04o: warnings %q", mode, got)
 		}
+	}
+}
+
+// TestMetricsAddressTaken: a start refuses a metrics_address another
+// process listens on (before, the daemon started with one E line and no
+// metrics while --check-config said all was well); a reload, whose running
+// daemon holds the address itself, does not try it.
+func TestMetricsAddressTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg, err := Parse("m.cfg", []byte("command_file=/c\nmetrics_address="+ln.Addr().String()+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "conf: m.cfg:2: metrics_address=" + ln.Addr().String() + ": cannot be listened on: "
+	if err := cfg.CheckSystem(Start{Listen: true, Metrics: true}); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("start: %v, want %q...", err, want)
+	}
+	if err := cfg.CheckSystem(Start{Listen: true}); err != nil {
+		t.Errorf("reload: %v", err)
 	}
 }

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh build
 bash scripts/build.sh
 mkdir -p var
-exec ./nsca -f "$@"
+exec ./nsca -c builtin -f "$@"

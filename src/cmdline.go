@@ -54,7 +54,7 @@ func stringFlag(p func(*options) *string) func(*options, *flag.FlagSet, string) 
 // the C++ nsca_fast's (-c, -d, -f, -n, -t) and stock's, then this
 // project's.
 var flagSpecs = []flagSpec{
-	{[]string{"c"}, "FILE", "configuration file; without it, the built-in one", stringFlag(func(o *options) *string { return &o.configFile })},
+	{[]string{"c"}, "FILE", "configuration file; builtin: the embedded default; without -c: /etc/nsca.cfg, else /etc/nagios/nsca.cfg", stringFlag(func(o *options) *string { return &o.configFile })},
 	{[]string{"d"}, "", "verbose output: log the effective configuration and every check", boolFlag(func(o *options) *bool { return &o.verbose })},
 	{[]string{"f", "foreground"}, "", "foreground: do not detach, log to stderr", boolFlag(func(o *options) *bool { return &o.foreground })},
 	{[]string{"n"}, "MAX_WORKERS", "worker processes, 0..100 (overrides nsca_workers)", intFlag(func(o *options) *int { return &o.workers })},
@@ -92,7 +92,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-26s %s\n", left, f.usage)
 	}
 	fmt.Fprint(w, "\nShort options can be combined (-fd, -fc FILE). Exit status: 0 after a stop by signal,\n"+
-		"1 when the daemon cannot start, 2 for a bad command line.\n")
+		"1 when the daemon cannot start, 2 for a bad command line; --check-config: 0 when the daemon\n"+
+		"starts without a warning, 3 when it starts but warns, 1 when it refuses.\n")
 }
 
 // parseFlags reads the command line. glog's flags (-v, -vmodule,

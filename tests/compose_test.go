@@ -34,6 +34,7 @@ func TestSinksCompose(t *testing.T) {
 		"password": "compose", "decryption_method": "1",
 		"command_file": fifo, "gearman_server": g.addr, "gearman_encryption": "0",
 		"icinga2_queue_size": "5", "icinga2_timeout": "60", "icinga2_retries": "0", "icinga2_fallback": "dump",
+		"stats_interval": "5", // the test waits for the line that counts every fallback
 	}))
 
 	paused := false

@@ -32,8 +32,11 @@ const lcPassword = "lifecycle-pw"
 
 // lcCfg is a configuration for XOR with lcPassword, writing to the regular
 // command file cmd, plus extra.
+// Its statistics line comes every 5 s while counters change, which the
+// tests that wait for the line that counts everything rely on.
 func lcCfg(cmd string, extra Config) Config {
-	return merge(Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword, "decryption_method": "1"}, extra)
+	return merge(Config{"command_file": cmd, "append_to_file": "1", "password": lcPassword, "decryption_method": "1",
+		"stats_interval": "5"}, extra)
 }
 
 // lcWorkers is the nsca_workers option.

@@ -20,7 +20,8 @@ import (
 
 const haproxyBin = "/usr/sbin/haproxy"
 
-// statsEvery is how often the daemon logs its statistics line.
+// statsEvery is how often the daemon logs its statistics line, as the
+// tests that wait for it set stats_interval.
 const statsEvery = 5 * time.Second
 
 // proxyLocalHeader is a PROXY v2 header with the LOCAL command: what a
@@ -204,6 +205,7 @@ func TestScaleOutHAProxyIcinga2(t *testing.T) {
 			"proxy_protocol": "1", "proxy_protocol_trusted": "127.0.0.1",
 			"allowed_hosts":   strings.Join(clients, ","),
 			"icinga2_retries": "3",
+			"stats_interval":  "5", // statsEvery: health checks are no noteworthy change
 		})
 		d := launchDaemon(t, cfg, daemonOpts{dir: dir, noWait: true})
 		t.Cleanup(func() {

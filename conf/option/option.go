@@ -45,17 +45,6 @@ func (r *Row[T]) Describe(value string, problem error) string {
 	return r.Name + "=" + Show(value) + " " + problem.Error()
 }
 
-// CRLFWarning explains what a trailing carriage return does to this
-// option.
-func (r *Row[T]) CRLFWarning() string {
-	if r.Kind.Numeric() {
-		return "the value ends in a carriage return (CRLF line endings); it is ignored for this " +
-			"numeric option, but convert the file to LF line endings"
-	}
-	return "the value ends in a carriage return (CRLF line endings) that stays part of it, as in stock; " +
-		"convert the file to LF line endings"
-}
-
 // Kind is how an option's text becomes a field of a T and back. Messages
 // returned by Set and Check are reasons that read after "name=value ".
 type Kind[T any] interface {

@@ -15,12 +15,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// failPrefix starts the line Fail writes: why the daemon cannot start.
+const failPrefix = "nsca: "
+
 // glogMessage splits a glog line ("W1202 00:36:34.123456   12345
 // file.go:12] text") into its severity letter and its text: syslog and
 // the journal put a header of their own (time, host, program, pid) before
-// each message, and glog's would be a second one. A line not in glog's
-// shape (a worker's panic, say) is kept whole, as information.
+// each message, and glog's would be a second one. Fail's line ("nsca:
+// text") is an error, the program's name dropped for the same reason. Any
+// other line (a worker's panic, say) is kept whole, as information.
 func glogMessage(line string) (severity byte, text string) {
+	if text, ok := strings.CutPrefix(line, failPrefix); ok {
+		return 'E', text
+	}
 	if len(line) < 2 || !strings.ContainsRune("IWEF", rune(line[0])) || line[1] < '0' || line[1] > '9' {
 		return 'I', line
 	}
@@ -185,4 +192,37 @@ func StderrToJournal() error {
 		fmt.Fprintf(out, "<%d>%s\n", syslogLevel(sev), text)
 	})
 	return nil
+}
+
+// LogToSystem sends this process's standard error to syslog (under
+// facility) when it is the detached daemon, or to the journal when it runs
+// in the foreground (-f) with the journal as its standard error, each line
+// at its priority; otherwise it leaves standard error alone.
+func LogToSystem(facility string, foreground bool) error {
+	switch {
+	case Detached():
+		return StderrToSyslog(facility)
+	case foreground && OnJournal():
+		return StderrToJournal()
+	}
+	return nil
+}
+
+// failLog writes Fail's line where the operator finds it, at err: through
+// the forwarder to syslog or the journal when LogToSystem has set one up,
+// else straight to the journal or (for a detached daemon, whose standard
+// error is /dev/null) to syslog under stock's facility before it has read
+// its configuration, daemon; else to standard error.
+func failLog(text string) {
+	switch {
+	case forwarded != nil:
+	case OnJournal():
+		fmt.Fprintf(os.Stderr, "<%d>%s%s\n", syslog.LOG_ERR, failPrefix, text)
+		return
+	case Detached():
+		w := &syslogWriter{facility: syslog.LOG_DAEMON, tag: "nsca"}
+		w.send(syslog.LOG_ERR, text, time.Now())
+		return
+	}
+	fmt.Fprintf(os.Stderr, "%s%s\n", failPrefix, text)
 }

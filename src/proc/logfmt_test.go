@@ -18,6 +18,11 @@ func TestGlogMessage(t *testing.T) {
 	}{
 		{"W1202 00:36:34.123456   12345 validate.go:149] closing connection from 10.0.0.5:4711: bad crc", "closing connection from 10.0.0.5:4711: bad crc", 'W'},
 		{"E1202 00:36:34.123456 1 x.go:1] a] b", "a] b", 'E'},
+		// Fail's line: a start-up or reload refusal, at err (before, info).
+		{"nsca: conf: /etc/nsca.cfg:3: listen tcp 127.0.0.1:5667: bind: address already in use",
+			"conf: /etc/nsca.cfg:3: listen tcp 127.0.0.1:5667: bind: address already in use", 'E'},
+		{"nsca: conf: /etc/nsca.cfg:9: proc: already running: pid_file /run/nsca.pid is held by pid 7",
+			"conf: /etc/nsca.cfg:9: proc: already running: pid_file /run/nsca.pid is held by pid 7", 'E'},
 		{"panic: runtime error", "panic: runtime error", 'I'},
 		{"Info without a header] x", "Info without a header] x", 'I'},
 	} {
@@ -60,5 +65,34 @@ func TestSyslogWriter(t *testing.T) {
 	w2 := &syslogWriter{facility: syslog.LOG_DAEMON, tag: "nsca"}
 	if err := w2.send(syslog.LOG_INFO, "x", at); err != errNoSyslog {
 		t.Errorf("without a syslog daemon: %v, want errNoSyslog (discarded at once)", err)
+	}
+}
+
+// A detached daemon that fails before its log is forwarded (a refused
+// configuration) sends the reason to syslog itself, at err, under daemon
+// (stock's facility before it has read its configuration): its standard
+// error is /dev/null.
+func TestFailLogDetached(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	saved := syslogSockets
+	syslogSockets = []string{path}
+	defer func() { syslogSockets = saved }()
+	t.Setenv(envDetached, "99")
+	t.Setenv("JOURNAL_STREAM", "")
+	failLog("conf: /etc/nsca.cfg:4: server_port=0 must be at least 1: bad value")
+	buf := make([]byte, 512)
+	l.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := l.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`^<27>\S+ nsca\[\d+\]: conf: /etc/nsca\.cfg:4: server_port=0 must be at least 1: bad value$`)
+	if got := string(buf[:n]); !want.MatchString(got) {
+		t.Errorf("syslog got %q, want %s", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -102,10 +103,11 @@ func (a *App) setProcs(cfg *conf.Config) {
 	runtime.GOMAXPROCS(n)
 }
 
-// Fail reports a start-up error on stderr and, for a detached daemon, to
-// the parent still waiting on the terminal, and returns exit code 1.
+// Fail reports a start-up error at err (on stderr, or in syslog or the
+// journal: see failLog) and, for a detached daemon, to the parent still
+// waiting on the terminal, and returns exit code 1.
 func Fail(err error) int {
-	fmt.Fprintf(os.Stderr, "nsca: %v\n", err)
+	failLog(err.Error())
 	glog.Flush()
 	ReportStarted(err)
 	return 1
@@ -134,14 +136,19 @@ func dropPrivileges(cfg *conf.Config) error {
 	return err
 }
 
-// acquirePidFile takes pid_file, if set.
+// acquirePidFile takes pid_file, if set. Another daemon holding it is an
+// error; a pid file that cannot be written is not: stock logs that and runs
+// without one, and so do we, at err.
 func acquirePidFile(cfg *conf.Config) (*PidFile, error) {
 	if cfg.PidFile == "" {
 		return nil, nil
 	}
 	p, err := AcquirePidFile(cfg.PidFile)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrRunning):
 		return nil, fmt.Errorf("conf: %s: %w", cfg.Where("pid_file"), err)
+	case err != nil:
+		glog.Errorf("conf: %s: %v: running without a pid file, as stock nsca does", cfg.Where("pid_file"), err)
 	}
 	return p, nil
 }
