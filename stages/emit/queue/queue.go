@@ -256,20 +256,9 @@ type recPos struct {
 // if missing, and scans the unacknowledged records to check them and count
 // them. A directory is held by one open Queue at a time (ErrLocked).
 func Open(dir string, opt Options) (*Queue, error) {
-	if opt.MaxBytes == 0 {
-		opt.MaxBytes = DefaultMaxBytes
-	}
-	if opt.SegmentBytes == 0 {
-		opt.SegmentBytes = DefaultSegmentBytes
-	}
-	if opt.MaxBytes < 0 || opt.SegmentBytes < MinSegmentBytes {
-		return nil, fmt.Errorf("%w: max_bytes %d, segment_bytes %d (at least %d)", ErrOptions, opt.MaxBytes, opt.SegmentBytes, MinSegmentBytes)
-	}
-	if opt.Fsync > FsyncAlways {
-		return nil, fmt.Errorf("%w: fsync %v", ErrOptions, opt.Fsync)
-	}
-	if opt.Now == nil {
-		opt.Now = time.Now
+	opt, err := withDefaults(opt)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
@@ -281,37 +270,93 @@ func Open(dir string, opt Options) (*Queue, error) {
 			q.closeFiles()
 		}
 	}()
+	if err := q.lockDir(); err != nil {
+		return nil, err
+	}
+	ack, haveAck, err := q.openAck()
+	if err != nil {
+		return nil, err
+	}
+	maxID, err := q.loadSegments(ack, haveAck)
+	if err != nil {
+		return nil, err
+	}
+	q.startAt(ack, haveAck, maxID)
+	if err := q.scanAll(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return q, nil
+}
+
+// withDefaults is opt with its zero fields given their defaults, or an
+// ErrOptions error naming the field out of range.
+func withDefaults(opt Options) (Options, error) {
+	if opt.MaxBytes == 0 {
+		opt.MaxBytes = DefaultMaxBytes
+	}
+	if opt.SegmentBytes == 0 {
+		opt.SegmentBytes = DefaultSegmentBytes
+	}
+	if opt.MaxBytes < 0 || opt.SegmentBytes < MinSegmentBytes {
+		return opt, fmt.Errorf("%w: max_bytes %d, segment_bytes %d (at least %d)", ErrOptions, opt.MaxBytes, opt.SegmentBytes, MinSegmentBytes)
+	}
+	if opt.Fsync > FsyncAlways {
+		return opt, fmt.Errorf("%w: fsync %v", ErrOptions, opt.Fsync)
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return opt, nil
+}
+
+// lockDir takes the directory's lock file, so that no other Queue, in this
+// process or another, appends or acknowledges beside this one. The lock is
+// held until the file is closed.
+func (q *Queue) lockDir() error {
 	var err error
-	if q.lock, err = os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o640); err != nil {
-		return nil, fmt.Errorf("queue: %w", err)
+	if q.lock, err = os.OpenFile(filepath.Join(q.dir, lockName), os.O_RDWR|os.O_CREATE, 0o640); err != nil {
+		return fmt.Errorf("queue: %w", err)
 	}
 	if err := syscall.Flock(int(q.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+			return fmt.Errorf("%w: %s", ErrLocked, q.dir)
 		}
-		return nil, fmt.Errorf("queue: lock %s: %w", dir, err)
+		return fmt.Errorf("queue: lock %s: %w", q.dir, err)
 	}
-	if q.r.ack, err = os.OpenFile(filepath.Join(dir, ackName), os.O_RDWR|os.O_CREATE, 0o640); err != nil {
-		return nil, fmt.Errorf("queue: %w", err)
+	return nil
+}
+
+// openAck opens (or creates) the ack file and reads the acknowledged
+// position from it; haveAck is false when it holds none, and a file that
+// holds bytes but no valid position is reported as damage.
+func (q *Queue) openAck() (ack ackPos, haveAck bool, err error) {
+	if q.r.ack, err = os.OpenFile(filepath.Join(q.dir, ackName), os.O_RDWR|os.O_CREATE, 0o640); err != nil {
+		return ack, false, fmt.Errorf("queue: %w", err)
 	}
 	var ab [ackFileSize]byte
 	n, err := q.r.ack.ReadAt(ab[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("queue: read ack file: %w", err)
+		return ack, false, fmt.Errorf("queue: read ack file: %w", err)
 	}
-	ack, haveAck := bestAck(ab[:n])
+	ack, haveAck = bestAck(ab[:n])
 	if !haveAck && n > 0 {
 		// Replay from the oldest segment: duplicates, nothing lost.
 		q.report(Damage{File: q.r.ack.Name(), Bytes: int64(n), Cause: "no valid acknowledged position: delivering again from the oldest segment"}, 0)
 	}
 	q.r.ackN = ack.counter
 	_ = q.reserveAck() // if the disk is full, Append tries again
+	return ack, haveAck, nil
+}
 
-	entries, err := os.ReadDir(dir)
+// loadSegments lists the segment files into q.segs, in ascending ids,
+// removing those wholly acknowledged and those emptied, and returns the
+// highest id found (0 when none), so that new segments come after it.
+func (q *Queue) loadSegments(ack ackPos, haveAck bool) (maxID uint64, err error) {
+	entries, err := os.ReadDir(q.dir)
 	if err != nil {
-		return nil, fmt.Errorf("queue: %w", err)
+		return 0, fmt.Errorf("queue: %w", err)
 	}
-	var maxID uint64
 	for _, e := range entries {
 		if id, isSeg := parseSegName(e.Name()); isSeg && e.Type().IsRegular() {
 			maxID = max(maxID, id)
@@ -324,7 +369,7 @@ func Open(dir string, opt Options) (*Queue, error) {
 		}
 		info, err := e.Info()
 		if err != nil {
-			return nil, fmt.Errorf("queue: %w", err)
+			return 0, fmt.Errorf("queue: %w", err)
 		}
 		// A segment wholly acknowledged (the ack at or past its end) is
 		// removed as those before it: its space comes back at once.
@@ -332,11 +377,11 @@ func Open(dir string, opt Options) (*Queue, error) {
 		if !acked && info.Size() == 0 && id < maxID {
 			// Only the newest segment can be empty by a crash between
 			// its creation and its header: an older one was emptied.
-			q.report(Damage{File: filepath.Join(dir, e.Name()), Results: -1, Cause: "segment file emptied"}, 0)
+			q.report(Damage{File: filepath.Join(q.dir, e.Name()), Results: -1, Cause: "segment file emptied"}, 0)
 		}
 		if acked || info.Size() == 0 {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return nil, fmt.Errorf("queue: %w", err)
+			if err := os.Remove(filepath.Join(q.dir, e.Name())); err != nil {
+				return 0, fmt.Errorf("queue: %w", err)
 			}
 			continue
 		}
@@ -344,6 +389,13 @@ func Open(dir string, opt Options) (*Queue, error) {
 		q.disk += info.Size()
 	}
 	slices.SortFunc(q.segs, func(a, b *segment) int { return cmp.Compare(a.id, b.id) })
+	return maxID, nil
+}
+
+// startAt sets where the writer's next segment and the reader start: the
+// acknowledged position when it lies in the oldest segment left, else that
+// segment's first record, never past a segment's end.
+func (q *Queue) startAt(ack ackPos, haveAck bool, maxID uint64) {
 	q.w.nextID = max(maxID, ack.seg) + 1
 	q.ackSeg, q.ackOff = ack.seg, segHeaderSize
 	if len(q.segs) > 0 {
@@ -358,11 +410,6 @@ func Open(dir string, opt Options) (*Queue, error) {
 	q.r.ackSeg, q.r.ackOff = q.ackSeg, q.ackOff
 	q.r.seg = q.ackSeg
 	q.r.known = map[uint64]map[int64]bool{}
-	if err := q.scanAll(); err != nil {
-		return nil, err
-	}
-	ok = true
-	return q, nil
 }
 
 // scanAll checks and counts the unacknowledged records at Open, noting
