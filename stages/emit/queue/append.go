@@ -194,6 +194,8 @@ func (q *Queue) reserveAck() error {
 	return nil
 }
 
+// syncDir syncs the directory itself: a new segment's name is durable only
+// then, and a crash could otherwise lose the file with its synced records.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -354,6 +354,8 @@ func (q *Queue) reportRemoved() {
 	}
 }
 
+// closeFiles closes every file the queue holds, also those of an Open that
+// failed part way, and joins what failed so that Close can say it.
 func (q *Queue) closeFiles() error {
 	var errs []error
 	for _, f := range []*os.File{q.w.f, q.r.f, q.r.ack, q.lock} {
