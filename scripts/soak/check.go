@@ -74,6 +74,8 @@ func (s *soak) arrivals(dump string) (missing, dup int) {
 	return missing, dup
 }
 
+// lastMatch is the first group of expr's last match in text, "" if none:
+// the daemon's last statistics line is its final count.
 func lastMatch(text, expr string) string {
 	all := regexp.MustCompile(expr).FindAllStringSubmatch(text, -1)
 	if len(all) == 0 {
@@ -82,6 +84,8 @@ func lastMatch(text, expr string) string {
 	return all[len(all)-1][1]
 }
 
+// counter is the number expr's group matches in line, -1 when absent, so
+// that a missing counter cannot pass for a balanced zero.
 func counter(line, expr string) int64 {
 	m := regexp.MustCompile(expr).FindStringSubmatch(line)
 	if m == nil {

@@ -22,6 +22,8 @@ type fifoCore struct {
 	done  chan struct{}
 }
 
+// startFIFOCore opens the FIFO at path and reads it in the background
+// until close.
 func startFIFOCore(path string) (*fifoCore, error) {
 	rfd, err := syscall.Open(path, syscall.O_RDWR, 0) // O_RDWR: never blocks, never sees EOF
 	if err != nil {
@@ -88,6 +90,7 @@ func (c *fifoCore) drain(lines <-chan string) {
 	}
 }
 
+// add keeps a line read; the lock is for readers of lines after close.
 func (c *fifoCore) add(l string) {
 	c.mu.Lock()
 	c.lines = append(c.lines, l)
@@ -107,6 +110,8 @@ type spoolCore struct {
 	bodies []string
 }
 
+// collect takes only files with their .ok marker: the daemon writes it
+// last, so a body without one may still be being written.
 func (s *spoolCore) collect() {
 	entries, _ := os.ReadDir(s.dir)
 	for _, ent := range entries {

@@ -43,6 +43,8 @@ type env struct {
 	port                   int
 }
 
+// freePort is a loopback port free now, for the daemon to listen on, so
+// that runs side by side do not collide.
 func freePort() int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,6 +73,8 @@ type soak struct {
 	nextID, sent, sendErrs, slowConns, garbageConns atomic.Int64
 }
 
+// run is one soak: it sets up, loads, stops the daemon and checks, and
+// removes its directory whatever happened.
 func run(bin string, duration time.Duration, good, perConn, slow, garbage, workers int) error {
 	dir, err := os.MkdirTemp("", "nsca-soak-")
 	if err != nil {
