@@ -207,7 +207,7 @@ var spoolCases = []struct {
 	rc        int
 	output    string
 }{
-	{"spool-a", "svc; one", 0, "OK - a\\b\nline 2|perf=1;2;3"},
+	{"spool-a", "svc: one", 0, "OK - a\\b\nline 2|perf=1;2;3"},
 	{"spool-b", "", 1, "host check output"},
 	{"spool-c", "svc", -1, longText(4095)},
 }

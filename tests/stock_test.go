@@ -38,27 +38,31 @@ func startStock(t *testing.T, cfg Config) int {
 	return d.Port
 }
 
-// stockInputs are sent to both daemons, one connection each.
+// stockInputs are sent to both daemons, one connection each; refused
+// are the packets whose names no core can hold, which stock writes and we
+// refuse (README, "Where we differ from stock").
 var stockInputs = []struct {
 	input   string
 	packets int
 	legacy  bool
+	refused int
 }{
 	{"cmp-host\tcmp svc\t2\tCRITICAL - disk\\share full\nline two\\n not a newline\nline three;semi|perf=1;2;3\x17" +
 		"cmp-host\t1\thost is DOWN\x17" +
 		"cmp\nhost\tsvc\nname\t-1\tnewlines in names\x17" +
 		"cmp-host\tneg\t40000\twraps to negative\x17" +
-		"cmp-long\t" + strings.Repeat("S", 150) + "\t3\t" + longText(4500) + "\x17", 5, false},
-	{"cmp-legacy\tlegacy svc\t0\tlone legacy\\packet\nline 2\x17", 1, true},
+		"cmp-long\t" + strings.Repeat("S", 150) + "\t3\t" + longText(4500) + "\x17", 5, false, 0},
+	{"cmp-legacy\tlegacy svc\t0\tlone legacy\\packet\nline 2\x17", 1, true, 0},
 	{"cmp-second\t0\tsecond connection\x17" +
 		"cmp-bytes\xc3\xa9\x01\tsvc\r\x7f\t1\t  lead\ra\tb;c\\\xff\x17" +
 		strings.Repeat("h", 63) + "\t" + strings.Repeat("s", 127) + "\t0\t" + longText(4095) + "\x17" +
-		"cmp-host-long\t3\t" + longText(4400) + "\x17", 4, false},
+		"cmp-host-long\t3\t" + longText(4400) + "\x17", 4, false, 1},
 }
 
 // sendStockInputs sends stockInputs, calling wait with the running total
-// after each connection: results of separate connections have no order.
-func sendStockInputs(t *testing.T, port int, password string, method int, wait func(total int)) int {
+// of results written after each connection (ours: without those whose
+// names we refuse): results of separate connections have no order.
+func sendStockInputs(t *testing.T, port int, password string, method int, ours bool, wait func(total int)) int {
 	t.Helper()
 	total := 0
 	for _, in := range stockInputs {
@@ -68,9 +72,52 @@ func sendStockInputs(t *testing.T, port int, password string, method int, wait f
 		}
 		cl.send(t, port, in.input, in.packets)
 		total += in.packets
+		if ours {
+			total -= in.refused
+		}
 		wait(total)
 	}
 	return total
+}
+
+// controlByte finds what no core can hold in a name.
+var controlByte = regexp.MustCompile(`[\x00-\x1f\x7f]`)
+
+// coreCanHold is stock's command-file lines without those whose host is
+// empty or whose host or service holds a control character: what ours
+// writes of the same input.
+func coreCanHold(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		f := strings.SplitN(l, ";", 4)
+		names := f[1:2]
+		if strings.HasPrefix(l, "PROCESS_SERVICE_CHECK_RESULT;") {
+			names = f[1:3]
+		}
+		if names[0] == "" || controlByte.MatchString(strings.Join(names, "")) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// spoolCanHold is coreCanHold for spool files.
+func spoolCanHold(files []string) []string {
+	name := regexp.MustCompile(`(?m)^(host_name|service_description)=(.*)$`)
+	var out []string
+	for _, f := range files {
+		ok := true
+		for _, m := range name.FindAllStringSubmatch(f, -1) {
+			if m[2] == "" && m[1] == "host_name" || controlByte.MatchString(m[2]) {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // TestStockComparison sends the same inputs to the stock daemon and to
@@ -90,15 +137,15 @@ func TestStockComparison(t *testing.T) {
 			d := startDaemon(t, merge(Config{"command_file": oursCmd}, base))
 
 			lo := now()
-			n := sendStockInputs(t, stockPort, shortPassword, method, func(k int) { waitFileLines(t, stockCmd, k) })
-			sendStockInputs(t, d.Port, shortPassword, method, func(k int) { waitFileLines(t, oursCmd, k) })
+			n := sendStockInputs(t, stockPort, shortPassword, method, false, func(k int) { waitFileLines(t, stockCmd, k) })
+			nOurs := sendStockInputs(t, d.Port, shortPassword, method, true, func(k int) { waitFileLines(t, oursCmd, k) })
 			stockLines := waitFileLines(t, stockCmd, n)
-			waitFileLines(t, oursCmd, n)
+			waitFileLines(t, oursCmd, nOurs)
 			hi := now()
 			d.Stop()
 			ours := commandsIn(t, oursCmd, lo, hi)
 			stock := stripTimes(t, stockLines, lo, hi)
-			assertLines(t, ours, stock)
+			assertLines(t, ours, coreCanHold(stock))
 		})
 	}
 }
@@ -126,15 +173,15 @@ func TestStockComparisonSpool(t *testing.T) {
 	d := startDaemon(t, merge(Config{"check_result_path": oursSpool}, base))
 
 	lo := now()
-	n := sendStockInputs(t, stockPort, shortPassword, 1, func(k int) { readSpool(t, stockSpool, k) })
-	sendStockInputs(t, d.Port, shortPassword, 1, func(k int) { readSpool(t, oursSpool, k) })
+	n := sendStockInputs(t, stockPort, shortPassword, 1, false, func(k int) { readSpool(t, stockSpool, k) })
+	nOurs := sendStockInputs(t, d.Port, shortPassword, 1, true, func(k int) { readSpool(t, oursSpool, k) })
 	stockFiles := readSpool(t, stockSpool, n)
-	readSpool(t, oursSpool, n)
+	readSpool(t, oursSpool, nOurs)
 	hi := now()
 	d.Stop()
 	oursFiles := listSpool(t, oursSpool)
-	if len(oursFiles) != n || len(stockFiles) != n {
-		t.Fatalf("%d result files from ours, %d from stock, want %d each", len(oursFiles), len(stockFiles), n)
+	if len(oursFiles) != nOurs || len(stockFiles) != n {
+		t.Fatalf("%d result files from ours, %d from stock, want %d and %d", len(oursFiles), len(stockFiles), nOurs, n)
 	}
 	norm := func(files []spoolResult) []string {
 		var out []string
@@ -144,7 +191,7 @@ func TestStockComparisonSpool(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	assertLines(t, norm(oursFiles), norm(stockFiles))
+	assertLines(t, norm(oursFiles), spoolCanHold(norm(stockFiles)))
 	// Our times are well formed as well.
 	timeRe := regexp.MustCompile(`(?m)^file_time=(\d+)$`)
 	for _, f := range oursFiles {
@@ -161,7 +208,8 @@ func TestStockComparisonSpool(t *testing.T) {
 
 // TestStockComparisonRaw sends packets send_nsca cannot produce (empty and
 // unterminated fields, control and non-ASCII bytes) to both daemons and
-// requires identical command files.
+// requires identical command files but for the names no core can hold,
+// which stock writes and we refuse.
 func TestStockComparisonRaw(t *testing.T) {
 	requireStock(t)
 	cases := []rawCheck{
@@ -194,17 +242,23 @@ func TestStockComparisonRaw(t *testing.T) {
 	lo := now()
 	send(stockPort)
 	send(d.Port)
+	// The empty host, the control bytes and the tabs in names: stock
+	// writes them, we refuse them (bad_name).
+	const refused = 3
 	waitFileLines(t, stockCmd, len(cases))
-	waitFileLines(t, oursCmd, len(cases))
+	waitFileLines(t, oursCmd, len(cases)-refused)
 	sendLegacy(stockPort)
 	sendLegacy(d.Port)
 	stockLines := waitFileLines(t, stockCmd, len(cases)+1)
-	waitFileLines(t, oursCmd, len(cases)+1)
+	waitFileLines(t, oursCmd, len(cases)+1-refused)
 	hi := now()
 	d.Stop()
 	ours := commandsIn(t, oursCmd, lo, hi)
 	stock := stripTimes(t, stockLines, lo, hi)
-	assertLines(t, ours, stock)
+	if len(coreCanHold(stock)) != len(stock)-refused {
+		t.Errorf("stock wrote %d lines whose names no core can hold, want %d", len(stock)-len(coreCanHold(stock)), refused)
+	}
+	assertLines(t, ours, coreCanHold(stock))
 }
 
 // TestStrictModeSpoofing: with strict_mode_spoofing=1 a result whose host
