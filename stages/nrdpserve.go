@@ -1,16 +1,12 @@
 package stages
 
 import (
-	"context"
 	"net/netip"
-
-	"github.com/golang/glog"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit"
 	"nsca_fast/stages/emit/sink"
-	"nsca_fast/stages/intake"
 	"nsca_fast/stages/nrdp"
 )
 
@@ -34,33 +30,4 @@ func nrdpConfigOf(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopen
 		return nil, cfg.PathError("nrdp_listen", err)
 	}
 	return n, nil
-}
-
-// startNRDP starts the NRDP front end on q, which it joins; it ends once
-// stop is closed (Shutdown) or ctx is cancelled (Abort), letting the
-// requests under way finish for the drain's grace, and then leaves q.
-func startNRDP(ctx context.Context, stop <-chan struct{}, q *intake.Queue, cfg nrdp.Config) error {
-	cfg.Queue = q
-	srv, err := nrdp.New(cfg)
-	if err != nil {
-		cfg.Listener.Close()
-		return err
-	}
-	go func() {
-		if err := srv.Run(); err != nil {
-			glog.Errorf("nrdp: %v", err)
-		}
-	}()
-	go func() {
-		grace := shutdownGrace
-		select {
-		case <-stop:
-		case <-ctx.Done():
-			grace = 0
-		}
-		cctx, cancel := context.WithTimeout(context.Background(), grace)
-		defer cancel()
-		srv.Close(cctx)
-	}()
-	return nil
 }

@@ -238,7 +238,7 @@ func (s *Server) startFrontEnds(ctx context.Context, packets *intake.Queue, list
 	}
 	if s.nrdp != nil && listen {
 		// It joins packets itself, once it is sure to run.
-		if err := startNRDP(ctx, s.ngStop, packets, *s.nrdp); err != nil {
+		if err := nrdp.Start(ctx, s.ngStop, packets, *s.nrdp, shutdownGrace); err != nil {
 			packets.Leave()
 			return err
 		}

@@ -318,3 +318,31 @@ func (c *slotConn) Close() error {
 	c.once.Do(c.free)
 	return c.Conn.Close()
 }
+
+// Start serves cfg's listener, handing submissions to q, which it joins;
+// it ends once stop is closed (Shutdown) or ctx is cancelled (Abort),
+// letting the requests under way finish for grace, and then leaves q.
+func Start(ctx context.Context, stop <-chan struct{}, q *intake.Queue, cfg Config, grace time.Duration) error {
+	cfg.Queue = q
+	srv, err := New(cfg)
+	if err != nil {
+		cfg.Listener.Close()
+		return err
+	}
+	go func() {
+		if err := srv.Run(); err != nil {
+			glog.Errorf("nrdp: %v", err)
+		}
+	}()
+	go func() {
+		select {
+		case <-stop:
+		case <-ctx.Done():
+			grace = 0
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		srv.Close(cctx)
+	}()
+	return nil
+}
