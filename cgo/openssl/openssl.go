@@ -400,11 +400,13 @@ func (s *Session) Info() Info {
 	return Info{Identity: string(f[0]), Version: string(f[1]), Cipher: string(f[2]), Known: known == 1}
 }
 
-// Free releases the session; the socket stays open.
+// Free releases the session; the socket stays open. Trim gives the
+// memory back to the system.
 func (s *Session) Free() {
 	if s.ssl != nil {
 		C.nsca_ssl_free(s.ssl)
 		s.ssl = nil
+		freed.Add(1)
 	}
 }
 

@@ -232,3 +232,38 @@ func TestTicketAfterFinished(t *testing.T) {
 		})
 	}
 }
+
+// TestTrim: Trim trims once trimAfter sessions were freed since the last
+// time, and not for each session that ends.
+func TestTrim(t *testing.T) {
+	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, "PSK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	Trim()
+	freed.Store(0)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	for i := 0; i < trimAfter; i++ {
+		if Trim() {
+			t.Fatalf("Trim after %d sessions freed: true, want false", i)
+		}
+		s, err := ctx.NewSession(fds[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Free()
+		s.Free() // a second Free is no session more
+	}
+	if !Trim() {
+		t.Fatalf("Trim after %d sessions freed: false, want true", trimAfter)
+	}
+	if Trim() {
+		t.Fatal("Trim again at once: true, want false")
+	}
+}
