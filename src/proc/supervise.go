@@ -158,3 +158,42 @@ func (s *Supervisor) drain(sigs <-chan os.Signal) {
 		}
 	}
 }
+
+// slotFailure is a slot's last worker death and the delay its restart got.
+type slotFailure struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// Restart back-off: a slot's worker that dies within backoffReset of the
+// slot's previous death waits twice as long as the last time before it is
+// restarted, from backoffFirst up to backoffMax; one that dies later is
+// restarted at once.
+const (
+	backoffReset = 30 * time.Second
+	backoffFirst = 100 * time.Millisecond
+	backoffMax   = 10 * time.Second
+)
+
+// restartDelay is the wait before restarting a worker that died now, given
+// its slot's last failure. It counts from that failure, not from the
+// process's start: every reload starts new processes, and with reloads
+// less than backoffReset apart no process would ever live long enough to
+// reset it.
+func restartDelay(last slotFailure, failedBefore bool, now time.Time) time.Duration {
+	switch {
+	case !failedBefore || now.Sub(last.at) > backoffReset:
+		return 0
+	case last.delay == 0:
+		return backoffFirst
+	default:
+		return min(last.delay*2, backoffMax)
+	}
+}
+
+func (s *Supervisor) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
