@@ -48,6 +48,11 @@ type Supervisor struct {
 	OnReload func(err error)
 	OnStop   func()
 
+	// retry is the pending retry of a reload (see retryReload); retryDelay
+	// replaces reloadRetryDelay in tests. Both are Serve's.
+	retry      *reloadRetry
+	retryDelay time.Duration
+
 	mu       sync.Mutex
 	gen      int
 	procs    map[*workerProc]bool
@@ -251,6 +256,9 @@ func waitReady(procs []*workerProc, timeout time.Duration) error {
 		select {
 		case <-p.ready:
 		case <-p.exited:
+			if p.exit.Signal != 0 {
+				return fmt.Errorf("%w: worker %d (pid %d) exited during start-up: %v", errKilledStarting, p.slot, p.proc.Pid(), p.exit)
+			}
 			return fmt.Errorf("proc: worker %d (pid %d) exited during start-up: %v", p.slot, p.proc.Pid(), p.exit)
 		case <-deadline:
 			return fmt.Errorf("proc: worker %d (pid %d) not ready after %v", p.slot, p.proc.Pid(), timeout)
