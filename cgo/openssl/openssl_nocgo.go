@@ -64,5 +64,8 @@ func (s *Session) Info() Info { panic("openssl: " + noCgo) }
 // Free does nothing without cgo.
 func (s *Session) Free() {}
 
+// Trim does nothing without cgo: no session was ever made.
+func Trim() bool { return false }
+
 // Available reports why this build cannot serve TLS-PSK.
 func Available() error { return fmt.Errorf("%w: %s", ErrContext, noCgo) }

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -106,17 +107,10 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 			ev()
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				Notify(Reloading())
-				err := s.reloadWith(reload)
-				if err != nil {
-					glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
-				}
-				if s.OnReload != nil {
-					s.OnReload(err)
-				}
-				Notify("READY=1")
+				s.hup(reload, 0)
 				continue
 			}
+			s.retry = nil
 			Notify("STOPPING=1")
 			if s.OnStop != nil {
 				s.OnStop()
@@ -126,6 +120,62 @@ func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int,
 			return
 		}
 	}
+}
+
+// errKilledStarting is a new worker that a signal ended before it served:
+// an operator's kill -9 in the same second as the SIGHUP, the OOM killer;
+// not the configuration, which a worker refuses with an exit status.
+var errKilledStarting = errors.New("proc: a signal ended a new worker before it served")
+
+// A reload that a signal to one of its new workers failed is tried again
+// after reloadRetryDelay, at most reloadRetries times, unless a newer
+// SIGHUP comes first. Once was not enough: a kill -9 in the same second as
+// a SIGHUP left the daemon on its old configuration, twice (issue 34).
+const (
+	reloadRetries    = 3
+	reloadRetryDelay = time.Second
+)
+
+// reloadRetry is one pending retry; Serve forgets it when a newer SIGHUP
+// or a stop comes, and the timer's event then finds it is not s.retry.
+type reloadRetry struct{ attempt int }
+
+// hup reloads for a SIGHUP, whose reload has been tried attempt times
+// before; it tells OnReload only how the last attempt ended.
+func (s *Supervisor) hup(reload func(running int) (int, error), attempt int) {
+	s.retry = nil
+	Notify(Reloading())
+	defer Notify("READY=1")
+	err := s.reloadWith(reload)
+	if errors.Is(err, errKilledStarting) && attempt < reloadRetries {
+		s.retryReload(reload, attempt+1, err)
+		return
+	}
+	if err != nil {
+		glog.Errorf("SIGHUP: keeping the running configuration: %v", err)
+	}
+	if s.OnReload != nil {
+		s.OnReload(err)
+	}
+}
+
+// retryReload has the reload that failed with err tried again shortly, on
+// Serve's goroutine: by then the workers' restarts are done.
+func (s *Supervisor) retryReload(reload func(running int) (int, error), attempt int, err error) {
+	delay := reloadRetryDelay
+	if s.retryDelay > 0 {
+		delay = s.retryDelay
+	}
+	glog.Warningf("SIGHUP: %v; trying the reload again in %v (%d of %d)", err, delay, attempt, reloadRetries)
+	r := &reloadRetry{attempt: attempt}
+	s.retry = r
+	time.AfterFunc(delay, func() {
+		s.events <- func() {
+			if s.retry == r {
+				s.hup(reload, r.attempt)
+			}
+		}
+	})
 }
 
 func (s *Supervisor) reloadWith(reload func(running int) (int, error)) error {
@@ -157,4 +207,43 @@ func (s *Supervisor) drain(sigs <-chan os.Signal) {
 			return
 		}
 	}
+}
+
+// slotFailure is a slot's last worker death and the delay its restart got.
+type slotFailure struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// Restart back-off: a slot's worker that dies within backoffReset of the
+// slot's previous death waits twice as long as the last time before it is
+// restarted, from backoffFirst up to backoffMax; one that dies later is
+// restarted at once.
+const (
+	backoffReset = 30 * time.Second
+	backoffFirst = 100 * time.Millisecond
+	backoffMax   = 10 * time.Second
+)
+
+// restartDelay is the wait before restarting a worker that died now, given
+// its slot's last failure. It counts from that failure, not from the
+// process's start: every reload starts new processes, and with reloads
+// less than backoffReset apart no process would ever live long enough to
+// reset it.
+func restartDelay(last slotFailure, failedBefore bool, now time.Time) time.Duration {
+	switch {
+	case !failedBefore || now.Sub(last.at) > backoffReset:
+		return 0
+	case last.delay == 0:
+		return backoffFirst
+	default:
+		return min(last.delay*2, backoffMax)
+	}
+}
+
+func (s *Supervisor) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }

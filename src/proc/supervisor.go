@@ -48,6 +48,11 @@ type Supervisor struct {
 	OnReload func(err error)
 	OnStop   func()
 
+	// retry is the pending retry of a reload (see retryReload); retryDelay
+	// replaces reloadRetryDelay in tests. Both are Serve's.
+	retry      *reloadRetry
+	retryDelay time.Duration
+
 	mu       sync.Mutex
 	gen      int
 	procs    map[*workerProc]bool
@@ -251,6 +256,9 @@ func waitReady(procs []*workerProc, timeout time.Duration) error {
 		select {
 		case <-p.ready:
 		case <-p.exited:
+			if p.exit.Signal != 0 {
+				return fmt.Errorf("%w: worker %d (pid %d) exited during start-up: %v", errKilledStarting, p.slot, p.proc.Pid(), p.exit)
+			}
 			return fmt.Errorf("proc: worker %d (pid %d) exited during start-up: %v", p.slot, p.proc.Pid(), p.exit)
 		case <-deadline:
 			return fmt.Errorf("proc: worker %d (pid %d) not ready after %v", p.slot, p.proc.Pid(), timeout)
@@ -311,45 +319,6 @@ func (s *Supervisor) exited(p *workerProc) {
 			}
 		}
 	})
-}
-
-// slotFailure is a slot's last worker death and the delay its restart got.
-type slotFailure struct {
-	at    time.Time
-	delay time.Duration
-}
-
-// Restart back-off: a slot's worker that dies within backoffReset of the
-// slot's previous death waits twice as long as the last time before it is
-// restarted, from backoffFirst up to backoffMax; one that dies later is
-// restarted at once.
-const (
-	backoffReset = 30 * time.Second
-	backoffFirst = 100 * time.Millisecond
-	backoffMax   = 10 * time.Second
-)
-
-// restartDelay is the wait before restarting a worker that died now, given
-// its slot's last failure. It counts from that failure, not from the
-// process's start: every reload starts new processes, and with reloads
-// less than backoffReset apart no process would ever live long enough to
-// reset it.
-func restartDelay(last slotFailure, failedBefore bool, now time.Time) time.Duration {
-	switch {
-	case !failedBefore || now.Sub(last.at) > backoffReset:
-		return 0
-	case last.delay == 0:
-		return backoffFirst
-	default:
-		return min(last.delay*2, backoffMax)
-	}
-}
-
-func (s *Supervisor) clock() time.Time {
-	if s.now != nil {
-		return s.now()
-	}
-	return time.Now()
 }
 
 // retire moves an exited worker's counters into the totals, and its last

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -241,10 +242,14 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // startSupervisor runs a supervisor of n fake workers on fake listeners
 // 40, 41, ... with Serve on its own goroutine; the returned channel takes
-// signals and served is closed when Serve returns.
-func startSupervisor(t *testing.T, f *fakeSpawner, n int, reload func(int) (int, error)) (s *Supervisor, sigs chan os.Signal, served chan struct{}) {
+// signals and served is closed when Serve returns. Each of opts sets the
+// supervisor up further before it starts.
+func startSupervisor(t *testing.T, f *fakeSpawner, n int, reload func(int) (int, error), opts ...func(*Supervisor)) (s *Supervisor, sigs chan os.Signal, served chan struct{}) {
 	t.Helper()
 	s = &Supervisor{Spawner: f, Workers: n, StopTimeout: 5 * time.Second, Sockets: &fakeSockets{next: 40}}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -691,5 +696,161 @@ func TestSupervisorRetiringSocketWithoutWorkerCloses(t *testing.T) {
 	waitUntil(t, "socket 41 was closed", func() bool { return slices.Equal(socks.closedList(), []int{41}) })
 	if waited := time.Since(start); waited >= retireGrace {
 		t.Errorf("socket 41 was closed %v after its worker died, want at once", waited)
+	}
+}
+
+// reloadOutcomes records what OnReload is told, and sets a short retry
+// delay.
+type reloadOutcomes struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (r *reloadOutcomes) setup(s *Supervisor) {
+	s.retryDelay = 20 * time.Millisecond
+	s.OnReload = func(err error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.errs = append(r.errs, err)
+	}
+}
+
+func (r *reloadOutcomes) get() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errs)
+}
+
+// killNewWorkers kills with SIGKILL, before they serve, the workers that
+// the spawner starts from now on, until it is told to stop.
+func killNewWorkers(t *testing.T, f *fakeSpawner) (stop func()) {
+	f.set(func(f *fakeSpawner) { f.notReady = true })
+	seen := len(f.all())
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			ws := f.all()
+			for _, w := range ws[seen:] {
+				w.Signal(syscall.SIGKILL)
+			}
+			seen = len(ws)
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		f.set(func(f *fakeSpawner) { f.notReady = false })
+	}
+}
+
+// A reload whose new worker is killed before it serves (a kill -9 in the
+// same second as the SIGHUP) is tried again, and the configuration then
+// loaded serves; OnReload hears of the reload once, when it succeeded.
+func TestSupervisorRetriesReloadAfterKilledWorker(t *testing.T) {
+	f := &fakeSpawner{}
+	var outcomes reloadOutcomes
+	reads := 0
+	var readsMu sync.Mutex
+	reload := func(int) (int, error) {
+		readsMu.Lock()
+		defer readsMu.Unlock()
+		reads++
+		return 2, nil
+	}
+	// Time enough for the test to stop the killing before the retry.
+	s, sigs, _ := startSupervisor(t, f, 2, reload, outcomes.setup, func(s *Supervisor) { s.retryDelay = 200 * time.Millisecond })
+	old := f.all()
+	stop := killNewWorkers(t, f)
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "a new worker was killed", func() bool { return len(f.all()) >= 3 && f.all()[2].isEnded() })
+	stop()
+	waitUntil(t, "the retried reload succeeded", func() bool { return len(outcomes.get()) > 0 })
+	if errs := outcomes.get(); len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("OnReload was told %v, want one success", errs)
+	}
+	readsMu.Lock()
+	if reads < 2 {
+		t.Errorf("the configuration was read %d times, want once for each attempt", reads)
+	}
+	readsMu.Unlock()
+	waitUntil(t, "the old generation was replaced", func() bool { return old[0].isEnded() && old[1].isEnded() })
+	for _, w := range old {
+		if got := w.got(); !slices.Equal(got, []os.Signal{ReplaceSignal}) {
+			t.Errorf("old worker %d got %v, want one ReplaceSignal", w.slot, got)
+		}
+	}
+	if pids := s.Pids(); len(pids) != 2 {
+		t.Errorf("%d workers run after the reload, want 2", len(pids))
+	}
+}
+
+// The retries are bounded: a reload whose new workers are killed every
+// time is given up after reloadRetries more attempts, the old workers
+// serving on.
+func TestSupervisorReloadRetriesAreBounded(t *testing.T) {
+	f := &fakeSpawner{}
+	var outcomes reloadOutcomes
+	_, sigs, _ := startSupervisor(t, f, 2, sameN(2), outcomes.setup)
+	old := f.all()
+	stop := killNewWorkers(t, f)
+	defer stop()
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the reload was given up", func() bool { return len(outcomes.get()) > 0 })
+	if errs := outcomes.get(); len(errs) != 1 || !errors.Is(errs[0], errKilledStarting) {
+		t.Fatalf("OnReload was told %v, want one failure of a killed worker", errs)
+	}
+	if n, want := len(f.all()), 2+2*(1+reloadRetries); n != want {
+		t.Errorf("%d workers were started, want %d: the first attempt and %d retries of 2", n, want, reloadRetries)
+	}
+	for _, w := range old {
+		if len(w.got()) != 0 || w.isEnded() {
+			t.Errorf("running worker %d was signalled %v after a failed reload", w.slot, w.got())
+		}
+	}
+}
+
+// A reload that fails on the configuration is not retried.
+func TestSupervisorReloadErrorIsNotRetried(t *testing.T) {
+	f := &fakeSpawner{}
+	var outcomes reloadOutcomes
+	var reads atomic.Int32
+	_, sigs, _ := startSupervisor(t, f, 2, func(int) (int, error) {
+		reads.Add(1)
+		return 0, errors.New("bad config")
+	}, outcomes.setup)
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the reload failed", func() bool { return len(outcomes.get()) > 0 })
+	time.Sleep(100 * time.Millisecond) // five retry delays
+	if n := reads.Load(); n != 1 || len(outcomes.get()) != 1 {
+		t.Errorf("the configuration was read %d times and OnReload told %v, want once", n, outcomes.get())
+	}
+}
+
+// A SIGHUP while a retry waits replaces it: the retry does not run as
+// well, and the newer SIGHUP's reload is the one told.
+func TestSupervisorNewerSIGHUPReplacesRetry(t *testing.T) {
+	f := &fakeSpawner{}
+	var outcomes reloadOutcomes
+	s, sigs, _ := startSupervisor(t, f, 2, sameN(2), outcomes.setup, func(s *Supervisor) { s.retryDelay = time.Hour })
+	stop := killNewWorkers(t, f)
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "a retry waits", func() bool {
+		var waiting bool
+		onLoop(s, func() { waiting = s.retry != nil })
+		return waiting
+	})
+	stop()
+	sigs <- syscall.SIGHUP
+	waitUntil(t, "the newer SIGHUP's reload succeeded", func() bool { return len(outcomes.get()) > 0 })
+	var pending *reloadRetry
+	onLoop(s, func() { pending = s.retry })
+	if errs := outcomes.get(); len(errs) != 1 || errs[0] != nil || pending != nil {
+		t.Errorf("OnReload was told %v, a retry pending: %v; want one success and none pending", errs, pending != nil)
 	}
 }
