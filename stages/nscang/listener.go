@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -262,7 +263,12 @@ func (s *listener) left(peer netip.AddrPort, handshaking bool) {
 	if handshaking {
 		s.handshakes.Release(peer.Addr())
 	}
-	s.sessions.Add(-1)
+	// Once a burst of sessions is gone, what OpenSSL freed stays in
+	// glibc's arenas and the Go heap keeps its pages until a forced GC:
+	// both are handed back then (openssl.Trim says when it is worth it).
+	if s.sessions.Add(-1) == 0 && openssl.Trim() {
+		debug.FreeOSMemory()
+	}
 }
 
 // writeCommands is the command file's writer for commands that are not
