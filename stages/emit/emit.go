@@ -67,9 +67,10 @@ func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Co
 // newEmitter returns an emit stage over the destinations.
 func newEmitter(dests []Destination, stats *counters.Stats, log *counters.RateLog) *emitter {
 	e := &emitter{stats: stats, log: log}
-	for _, d := range dests {
+	ways := commandWays(dests)
+	for i, d := range dests {
 		r := &destRunner{Destination: d}
-		r.chain = &chainRunner{chain: d.Chain, stats: stats, log: log}
+		r.chain = newChainRunner(d.Chain, "destination "+d.Name, ways[i], stats, log)
 		// The queue's channel counts batches, Capacity results. An
 		// overflowing destination checks the results queued before each
 		// send, so its channel never fills and may have a slot per result.
@@ -77,7 +78,11 @@ func newEmitter(dests []Destination, stats *counters.Stats, log *counters.RateLo
 		// batch keeps it at about Capacity results, as queue_size promises.
 		slots := max(d.Capacity, 1)
 		if len(dests) > 1 && !d.Blocking {
-			r.overflow = &chainRunner{chain: d.Overflow, stats: stats, log: log}
+			way := ways[i]
+			if way == deliverCommands && !takesCommands(d.Overflow) {
+				way = dropCommands
+			}
+			r.overflow = newChainRunner(d.Overflow, "destination "+d.Name+"'s overflow", way, stats, log)
 		} else {
 			slots = max(d.Capacity/maxBatch, 1)
 		}
@@ -85,6 +90,30 @@ func newEmitter(dests []Destination, stats *counters.Stats, log *counters.RateLo
 		e.dests = append(e.dests, r)
 	}
 	return e
+}
+
+// commandWays decides, per destination, what becomes of external
+// commands: those whose chain has a sink that takes commands deliver them;
+// the others skip them, unless no destination takes commands, when the
+// first counts each dropped (no_command_sink), once and not once per
+// destination, and says so.
+func commandWays(dests []Destination) []commandWay {
+	ways := make([]commandWay, len(dests))
+	anyTaker := false
+	for _, d := range dests {
+		anyTaker = anyTaker || takesCommands(d.Chain)
+	}
+	for i, d := range dests {
+		switch {
+		case takesCommands(d.Chain):
+			ways[i] = deliverCommands
+		case anyTaker || i > 0:
+			ways[i] = skipCommands
+		default:
+			ways[i] = dropCommands
+		}
+	}
+	return ways
 }
 
 // start runs the emit goroutines and closes done when they have finished.
