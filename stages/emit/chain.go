@@ -23,8 +23,15 @@ type chainRunner struct {
 	// destination's overflow.
 	dest string
 	// way is what becomes of the external commands given to it.
-	way  commandWay
-	held int // what this chain's holding sinks last reported, in counters.Stats.Held
+	way commandWay
+	// results and cmds say whether it delivers each kind now (Health).
+	results, cmds gate
+	// overflow marks a destination's overflow, whose gates the dispatcher
+	// opens once the queue has room again; lastCheck is when a closed
+	// gate's sinks were last checked.
+	overflow  bool
+	lastCheck time.Time
+	held      int // what this chain's holding sinks last reported, in counters.Stats.Held
 	// failing holds, per sink name, the cause last logged for results
 	// passing it by: a sink that keeps failing for the same reason (a
 	// command file that does not exist) is reported once, not per batch,
@@ -50,7 +57,8 @@ const (
 
 // newChainRunner returns the runner of chain for the destination dest.
 func newChainRunner(chain []sink.Sink, dest string, way commandWay, stats *counters.Stats, log *counters.RateLog) *chainRunner {
-	return &chainRunner{chain: chain, dest: dest, way: way, stats: stats, log: log}
+	return &chainRunner{chain: chain, dest: dest, way: way, stats: stats, log: log,
+		results: gate{kind: "results"}, cmds: gate{kind: "commands"}}
 }
 
 // takesCommands says whether a sink of chain can write commands.
@@ -204,9 +212,11 @@ func sameKind(items []sink.Item) int {
 }
 
 // emitResults writes check results through the chain from sink first;
-// what no sink takes is dropped.
+// what no sink takes is dropped, and the chain is down for results until
+// a write (or a check) succeeds again.
 func (r *chainRunner) emitResults(first int, items []sink.Item) {
 	rest, cause := r.deliver(first, items, false)
+	r.results.after(r, len(rest) == 0, cause)
 	if len(rest) > 0 {
 		r.stats.DroppedInSink(counters.DropSink, len(rest))
 		for _, it := range rest {
@@ -224,9 +234,15 @@ func (r *chainRunner) emitCommands(first int, items []sink.Item) {
 	case dropCommands:
 		r.stats.DroppedInSink(counters.DropNoCommandSink, len(items))
 		r.log.Warningf("nocommand:"+r.dest, "dropped %d external commands (the first: %q): %s has no sink that can write commands (a command_file or an alternate_dump_file)", len(items), items[0].Command, r.dest)
+		if r.overflow {
+			// Its destination takes commands, but not while its queue is
+			// full: until then, commands are not accepted.
+			r.cmds.after(r, false, "its queue is full and its overflow cannot write commands")
+		}
 		return
 	}
 	rest, cause := r.deliver(first, items, true)
+	r.cmds.after(r, len(rest) == 0, cause)
 	if len(rest) > 0 {
 		r.stats.DroppedInSink(counters.DropSink, len(rest))
 		for _, it := range rest {

@@ -48,6 +48,8 @@ type Config struct {
 	// Destinations are where every result goes, each with its own queue
 	// and goroutine; the stage owns and closes their sinks.
 	Destinations []Destination
+	// Health, when set, is made to report on these destinations.
+	Health *Health
 }
 
 // Start runs the emit goroutines: one that batches and dispatches, one
@@ -57,6 +59,9 @@ type Config struct {
 func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Config, env stage.Env) error {
 	e := newEmitter(cfg.Destinations, env.Stats, env.Log)
 	e.progress = env.Progress
+	if cfg.Health != nil {
+		cfg.Health.e.Store(e)
+	}
 	for name, depth := range e.queueDepths() {
 		env.Register(name, depth)
 	}
@@ -83,6 +88,7 @@ func newEmitter(dests []Destination, stats *counters.Stats, log *counters.RateLo
 				way = dropCommands
 			}
 			r.overflow = newChainRunner(d.Overflow, "destination "+d.Name+"'s overflow", way, stats, log)
+			r.overflow.overflow = true
 		} else {
 			slots = max(d.Capacity/maxBatch, 1)
 		}
@@ -207,6 +213,7 @@ func (e *emitter) hand(items []sink.Item) {
 		}
 		// Without an overflow (the only destination) this waits for room,
 		// so the pipeline, and the clients with it, wait.
+		d.roomAgain()
 		d.queued.Add(int64(len(items)))
 		d.queue <- b
 	}
@@ -247,6 +254,7 @@ func (e *emitter) serve(ctx context.Context, d *destRunner) {
 			e.done(b)
 		case <-tick.C:
 			d.chain.flush()
+			d.chain.check(time.Now())
 		}
 	}
 }
@@ -268,7 +276,21 @@ func (e *emitter) flushOverflow() {
 	for _, d := range e.dests {
 		if d.overflow != nil {
 			d.overflow.flush()
+			if d.queued.Load() < int64(max(d.Capacity, 1)) {
+				d.roomAgain()
+			}
 		}
+	}
+}
+
+// roomAgain opens the gates of the destination's overflow once its queue
+// takes batches again: a failing overflow stops mattering then, and
+// whether the destination delivers is its chain's to say. Only the
+// dispatcher calls it.
+func (d *destRunner) roomAgain() {
+	if d.overflow != nil {
+		d.overflow.results.open(d.overflow)
+		d.overflow.cmds.open(d.overflow)
 	}
 }
 
