@@ -23,12 +23,16 @@ const (
 	DropUnauthorized  = "unauthorized" // outside the rights of the identity that sent it
 	DropBadName       = "bad_name"     // a host or service name no core can hold (';', a control character, empty)
 	DropSink          = "sink_failed"
+	// DropNoCommandSink is an external command other than a check result
+	// that reached a destination none of whose sinks can write commands
+	// (a spool, Icinga 2, Gearman).
+	DropNoCommandSink = "no_command_sink"
 	DropShutdown      = "shutdown"
 )
 
 // DropReasons lists every drop reason, so that the metrics show each one
 // at zero from the start.
-var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized, DropBadName}
+var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized, DropBadName, DropNoCommandSink}
 
 // Stats are the daemon's counters. They are updated with atomics from every
 // stage, so reading them never stops the pipeline. Each field, and each

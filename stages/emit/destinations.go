@@ -430,3 +430,7 @@ type named struct {
 }
 
 func (n named) Name() string { return n.name }
+
+// TakesCommands is the wrapped sink's: a capability the embedded
+// interface does not carry over.
+func (n named) TakesCommands() bool { return sink.TakesCommands(n.Sink) }

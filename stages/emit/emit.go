@@ -48,6 +48,8 @@ type Config struct {
 	// Destinations are where every result goes, each with its own queue
 	// and goroutine; the stage owns and closes their sinks.
 	Destinations []Destination
+	// Health, when set, is made to report on these destinations.
+	Health *Health
 }
 
 // Start runs the emit goroutines: one that batches and dispatches, one
@@ -57,6 +59,9 @@ type Config struct {
 func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Config, env stage.Env) error {
 	e := newEmitter(cfg.Destinations, env.Stats, env.Log)
 	e.progress = env.Progress
+	if cfg.Health != nil {
+		cfg.Health.e.Store(e)
+	}
 	for name, depth := range e.queueDepths() {
 		env.Register(name, depth)
 	}
@@ -67,9 +72,10 @@ func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Co
 // newEmitter returns an emit stage over the destinations.
 func newEmitter(dests []Destination, stats *counters.Stats, log *counters.RateLog) *emitter {
 	e := &emitter{stats: stats, log: log}
-	for _, d := range dests {
+	ways := commandWays(dests)
+	for i, d := range dests {
 		r := &destRunner{Destination: d}
-		r.chain = &chainRunner{chain: d.Chain, stats: stats, log: log}
+		r.chain = newChainRunner(d.Chain, "destination "+d.Name, ways[i], stats, log)
 		// The queue's channel counts batches, Capacity results. An
 		// overflowing destination checks the results queued before each
 		// send, so its channel never fills and may have a slot per result.
@@ -77,7 +83,12 @@ func newEmitter(dests []Destination, stats *counters.Stats, log *counters.RateLo
 		// batch keeps it at about Capacity results, as queue_size promises.
 		slots := max(d.Capacity, 1)
 		if len(dests) > 1 && !d.Blocking {
-			r.overflow = &chainRunner{chain: d.Overflow, stats: stats, log: log}
+			way := ways[i]
+			if way == deliverCommands && !takesCommands(d.Overflow) {
+				way = dropCommands
+			}
+			r.overflow = newChainRunner(d.Overflow, "destination "+d.Name+"'s overflow", way, stats, log)
+			r.overflow.overflow = true
 		} else {
 			slots = max(d.Capacity/maxBatch, 1)
 		}
@@ -85,6 +96,30 @@ func newEmitter(dests []Destination, stats *counters.Stats, log *counters.RateLo
 		e.dests = append(e.dests, r)
 	}
 	return e
+}
+
+// commandWays decides, per destination, what becomes of external
+// commands: those whose chain has a sink that takes commands deliver them;
+// the others skip them, unless no destination takes commands, when the
+// first counts each dropped (no_command_sink), once and not once per
+// destination, and says so.
+func commandWays(dests []Destination) []commandWay {
+	ways := make([]commandWay, len(dests))
+	anyTaker := false
+	for _, d := range dests {
+		anyTaker = anyTaker || takesCommands(d.Chain)
+	}
+	for i, d := range dests {
+		switch {
+		case takesCommands(d.Chain):
+			ways[i] = deliverCommands
+		case anyTaker || i > 0:
+			ways[i] = skipCommands
+		default:
+			ways[i] = dropCommands
+		}
+	}
+	return ways
 }
 
 // start runs the emit goroutines and closes done when they have finished.
@@ -178,6 +213,7 @@ func (e *emitter) hand(items []sink.Item) {
 		}
 		// Without an overflow (the only destination) this waits for room,
 		// so the pipeline, and the clients with it, wait.
+		d.roomAgain()
 		d.queued.Add(int64(len(items)))
 		d.queue <- b
 	}
@@ -218,6 +254,7 @@ func (e *emitter) serve(ctx context.Context, d *destRunner) {
 			e.done(b)
 		case <-tick.C:
 			d.chain.flush()
+			d.chain.check(time.Now())
 		}
 	}
 }
@@ -239,7 +276,21 @@ func (e *emitter) flushOverflow() {
 	for _, d := range e.dests {
 		if d.overflow != nil {
 			d.overflow.flush()
+			if d.queued.Load() < int64(max(d.Capacity, 1)) {
+				d.roomAgain()
+			}
 		}
+	}
+}
+
+// roomAgain opens the gates of the destination's overflow once its queue
+// takes batches again: a failing overflow stops mattering then, and
+// whether the destination delivers is its chain's to say. Only the
+// dispatcher calls it.
+func (d *destRunner) roomAgain() {
+	if d.overflow != nil {
+		d.overflow.results.open(d.overflow)
+		d.overflow.cmds.open(d.overflow)
 	}
 }
 

@@ -71,6 +71,12 @@ type Config struct {
 //
 // Results appended count as emitted by the chain; those an engine refuses
 // for good later, out of the queue, also count as dropped by the sink.
+//
+// It takes no external commands other than check results (it is no
+// sink.CommandTaker, whatever it wraps): its records hold check results
+// only, and no engine it wraps (Icinga 2, Gearman) writes commands. One
+// that does would need a record version of its own for them (see
+// AppendRecord's version byte).
 type Durable struct {
 	inner sink.Sink
 	cfg   Config

@@ -24,10 +24,18 @@ func AppendCommand(b []byte, it Item) []byte {
 
 // AppendCommandIn appends the external command line for it, newline
 // included, with the output escaped in dialect d; lossy reports that the
-// core cannot store this output exactly (see package dialect).
+// core cannot store this output exactly (see package dialect). An item
+// that is a command (Item.Command) is written verbatim after its
+// timestamp: validation made sure it holds no control character, and its
+// arguments have no escaping of their own that a dialect could apply.
 func AppendCommandIn(b []byte, it Item, d dialect.Dialect) (out []byte, lossy bool) {
 	b = append(b, '[')
 	b = strconv.AppendInt(b, it.Time, 10)
+	if it.IsCommand() {
+		b = append(b, "] "...)
+		b = append(b, it.Command...)
+		return append(b, '\n'), false
+	}
 	r := it.Result
 	if r.Service == "" {
 		b = append(b, "] PROCESS_HOST_CHECK_RESULT;"...)

@@ -7,10 +7,17 @@ import (
 	"nsca_fast/stages/emit/dialect"
 )
 
-// Item is one validated check result with the server's time of receipt.
+// Item is one validated check result with the server's time of receipt,
+// or one external command other than a check result.
 type Item struct {
 	Result codec.Result
 	Time   int64 // unix seconds when the server received it
+	// Command, when not empty, makes the item that external command (as
+	// ENABLE_SVC_NOTIFICATIONS;web01;disk): its text without the bracketed
+	// timestamp and newline, which validation checked to hold no control
+	// character; Time is the timestamp written with it and Result is
+	// unused. Only sinks that are CommandTakers are given one.
+	Command string
 	// ReadAt is when its last byte was read off the client's socket (unix
 	// nanoseconds), for the latency histogram; 0 for results that did not
 	// come from a client (a replay).
@@ -30,10 +37,41 @@ type Sink interface {
 	Close() error
 }
 
+// IsCommand says whether the item is an external command rather than a
+// check result.
+func (it *Item) IsCommand() bool { return it.Command != "" }
+
 // Prober is a sink that can tell before any write why it cannot take
 // results (the command file does not exist yet).
 type Prober interface {
 	Probe() error
+}
+
+// Checker is a sink that can tell cheaply, without writing, whether a
+// write could succeed now (the file system has room again, the FIFO has a
+// reader): the emit stage asks it while its destination is down, so that
+// the destination is up again once the sink recovers, without waiting for
+// a result to try it (the front ends that answer their clients send none
+// while it is down). A nil answer also ends any back-off of the sink, so
+// that the next write is tried at once. It is called by the goroutine that
+// writes to the sink.
+type Checker interface {
+	Check() error
+}
+
+// CommandTaker is a sink that can write external commands other than
+// check results (items whose Command is set): the command file and the
+// dump file, which hold command lines. TakesCommands lets a wrapper say
+// so only when what it wraps can. Whoever runs a sink hands it commands
+// only if it takes them; every other sink gets check results alone.
+type CommandTaker interface {
+	TakesCommands() bool
+}
+
+// TakesCommands says whether s can write external commands.
+func TakesCommands(s Sink) bool {
+	c, ok := s.(CommandTaker)
+	return ok && c.TakesCommands()
 }
 
 // Located is a sink that writes to a place an operator knows by its path
