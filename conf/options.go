@@ -247,9 +247,10 @@ var laterOptions = []row{
 		Doc:  "Longest command an nsca-ng client may push, 1..1048576 bytes; longer ones are refused (nsca-ng's max_command_size)."},
 	{Name: "max_handshakes_per_source", Default: "8", Origin: option.OriginNew,
 		Kind: option.Integer(func(c *Config) *int { return &c.MaxHandshakesPerSource }, 0, 1000000, ""),
-		Doc: "Connections of one client address that may be in their TLS handshake at once, per worker, 0..1000000 " +
-			"(0: no cap); more are closed at once, counted as refused and logged, so that one address that opens " +
-			"connections and says nothing cannot hold every nsca_ng_max_sessions slot until the handshake timeout."},
+		Doc: "Connections of one client address that may be in their TLS handshake at once, per worker, once over " +
+			"half of nsca_ng_max_sessions are open, 0..1000000 (0: no cap); more are closed at once, counted as refused " +
+			"and logged, so that one address that opens connections and says nothing cannot hold every session slot " +
+			"until the handshake timeout. Below half, clients behind one address (a NAT) may all start at once."},
 	{Name: "nsca_ng_tls_ciphers", Default: "PSK-AES256-CBC-SHA:PSK-AES128-CBC-SHA:PSK-3DES-EDE-CBC-SHA:PSK-RC4-SHA", Origin: option.OriginNew,
 		Kind: option.Text(func(c *Config) *string { return &c.NscaNGCiphers }, validCipherList),
 		Doc: "OpenSSL cipher list offered to nsca-ng clients for TLS 1.2 and older, nsca-ng's default (OpenSSL 3 " +

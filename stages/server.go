@@ -133,13 +133,13 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 		emit.WarnStranded(cfg, p.Slot)
 	}
 	if cfg.NscaNGListen != "" && listeners != nil {
-		if s.ng, err = nscang.ConfigFrom(cfg, allowed, p.Reopens, shutdownGrace); err != nil {
+		if s.ng, err = nscang.ConfigFrom(cfg, allowed, shutdownGrace); err != nil {
 			emit.CloseDestinations(dests)
 			return nil, err
 		}
 	}
 	if cfg.NRDP.Listen != "" && listeners != nil {
-		if s.nrdp, err = nrdpConfigOf(cfg, allowed, p.Reopens, s.stats, s.log); err != nil {
+		if s.nrdp, err = nrdpConfigOf(cfg, allowed, s.stats, s.log); err != nil {
 			emit.CloseDestinations(dests)
 			return nil, err
 		}
@@ -180,10 +180,13 @@ func (s *Server) runPipeline(inetdFD int) error {
 	// Downstream first: when a stage cannot start, closing the input of
 	// the one started before it lets those already running drain and end.
 	// Every front end sends to packets: the last one to leave closes it.
-	if err := emit.Start(ctx, items, done, emit.Config{Destinations: s.dests}, env); err != nil {
+	health := emit.NewHealth()
+	if err := emit.Start(ctx, items, done, emit.Config{Destinations: s.dests, Health: health}, env); err != nil {
 		return err
 	}
-	if err := validate.Start(ctx, packets.C, items, s.validateConfig(), env); err != nil {
+	vc := s.validateConfig()
+	vc.Accepting, vc.AcceptingCommands = health.Accepting, health.AcceptingCommands
+	if err := validate.Start(ctx, packets.C, items, vc, env); err != nil {
 		s.abort()
 		close(items)
 		<-done

@@ -155,16 +155,16 @@ func TestDetach(t *testing.T) {
 	}
 }
 
-// TestCRLFPasswordLine: a configuration written with CRLF line endings
-// keeps the carriage return in the password, as stock and send_nsca both
-// do, so a pair of CRLF files still match.
+// TestCRLFPasswordLine: a configuration written with CRLF line endings is
+// read as its author meant, without the carriage return in the password
+// (issue 33; stock keeps it, and so every LF client was refused): a client
+// whose send_nsca.cfg says the password on an LF line is served.
 func TestCRLFPasswordLine(t *testing.T) {
 	cmd := commandFile(t, t.TempDir())
 	// After server_address and server_port, as the config's own lines.
 	d := startDaemonWith(t, nil, daemonOpts{cfgTail: "command_file=" + cmd + "\nappend_to_file=1\r\npassword=secret\r\ndecryption_method=14\r\n"})
-	// send_nsca keeps the '\r' of a CRLF password line as well.
 	lo := now()
-	Client{Password: "secret\r", Method: 14}.send(t, d.Port, "crlf\tsvc\t0\tCRLF config\x17", 1)
+	Client{Password: "secret", Method: 14}.send(t, d.Port, "crlf\tsvc\t0\tCRLF config\x17", 1)
 	deliverAll(t, d, cmd, lo, []string{serviceLine("crlf", "svc", 0, "CRLF config")})
 }
 

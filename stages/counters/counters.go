@@ -22,7 +22,11 @@ const (
 	DropSpoofed       = "spoofed_host"
 	DropUnauthorized  = "unauthorized" // outside the rights of the identity that sent it
 	DropBadName       = "bad_name"     // a host or service name no core can hold (';', a control character, empty)
-	DropSink          = "sink_failed"
+	// DropDestinationDown is what was refused, with FAIL, to a client
+	// that waits for an answer while a destination could not take it:
+	// the client keeps it and sends it again, so it is no loss.
+	DropDestinationDown = "destination_down"
+	DropSink            = "sink_failed"
 	// DropNoCommandSink is an external command other than a check result
 	// that reached a destination none of whose sinks can write commands
 	// (a spool, Icinga 2, Gearman).
@@ -32,7 +36,7 @@ const (
 
 // DropReasons lists every drop reason, so that the metrics show each one
 // at zero from the start.
-var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized, DropBadName, DropNoCommandSink}
+var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized, DropBadName, DropDestinationDown, DropNoCommandSink}
 
 // Stats are the daemon's counters. They are updated with atomics from every
 // stage, so reading them never stops the pipeline. Each field, and each

@@ -89,11 +89,10 @@ func localChain(cfg *conf.Config, p Process) ([]sink.Sink, error) {
 			closeSinks(chain)
 			return nil, fmt.Errorf("%w: %w", errConfig, cfg.PathError("command_file", err))
 		}
-		// Worker processes share the command file, and the nsca-ng and
-		// NRDP front ends write their other commands beside this sink:
-		// each write of lines holds a lock, so a line longer than PIPE_BUF
-		// is never interleaved.
-		c.Lock = cfg.Workers > 0 || cfg.NscaNGListen != "" || cfg.NRDP.On()
+		// Worker processes share the command file: each write of lines
+		// holds a lock, so a line longer than PIPE_BUF is never
+		// interleaved.
+		c.Lock = cfg.Workers > 0
 		if cfg.CheckResultPath == "" {
 			// A full pipe means the core is alive but slow. Without a spool
 			// the only other place is the dump file, which the core never

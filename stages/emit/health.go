@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"nsca_fast/stages/emit/sink"
+	"nsca_fast/stages/intake"
 )
 
 // Errors Health reports.
@@ -16,7 +17,9 @@ var (
 	// ErrNoCommandSink is a configuration where no destination can write
 	// external commands other than check results (no command_file and no
 	// alternate_dump_file).
-	ErrNoCommandSink = errors.New("emit: no destination can write external commands")
+	// It is intake's, so that every front end can tell it without
+	// knowing emit.
+	ErrNoCommandSink = intake.ErrNoCommandSink
 )
 
 // Pacing of the recovery of a destination that is down (see gate).

@@ -32,9 +32,15 @@ const (
 	KindIncomplete
 )
 
-// ErrShutdown is the outcome of a submission the pipeline did not take
-// because it is being torn down.
-var ErrShutdown = errors.New("intake: the server is shutting down")
+// Outcomes of a submission that front ends tell apart.
+var (
+	// ErrShutdown: the pipeline did not take it because it is being torn
+	// down.
+	ErrShutdown = errors.New("intake: the server is shutting down")
+	// ErrNoCommandSink: an external command, where no destination can
+	// write one (no command_file nor dump file).
+	ErrNoCommandSink = errors.New("intake: no destination can write external commands")
+)
 
 // Front names a front end: in counters, in logs and in /clients.
 type Front string
@@ -127,6 +133,10 @@ type Source struct {
 	// source: send_nsca's connection, which stock closes at a bad packet.
 	// Other sources only have that submission refused.
 	Stream bool
+	// Answers says that the client waits to hear each submission's
+	// outcome (nsca-ng's OKAY or FAIL, NRDP's response): what cannot be
+	// delivered now is refused to it rather than acknowledged.
+	Answers bool
 	// MaxChecks closes the source after this many results (send_nsca's
 	// max_checks_per_connection); 0: no cap.
 	MaxChecks int

@@ -134,7 +134,8 @@ func (s *Server) authenticate(req *request) (*intake.Source, *response) {
 		return nil, fail(http.StatusOK, msgBadToken, "")
 	}
 	return &intake.Source{
-		ID:       s.nextID.Add(1),
+		ID:       intake.IDBase(2) + s.nextID.Add(1),
+		Answers:  true,
 		Front:    intake.FrontNRDP,
 		Peer:     req.peer,
 		Identity: id,

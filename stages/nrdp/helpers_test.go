@@ -3,12 +3,14 @@ package nrdp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +27,9 @@ type fakeValidate struct {
 	taken []intake.Submission
 	stall chan struct{} // when not nil, wait on it before each outcome
 	done  chan struct{}
+	// noCommandSink refuses commands as the deliverable rule does when
+	// no destination can write them.
+	noCommandSink atomic.Bool
 }
 
 func (v *fakeValidate) run(q *intake.Queue) {
@@ -42,6 +47,8 @@ func (v *fakeValidate) run(q *intake.Queue) {
 			r = &intake.Refusal{Reason: "bad_name", Err: errors.New("validate: bad host name")}
 		case sub.Kind == intake.KindCommand && (id == nil || !id.AllowsCommand(sub.Command)):
 			r = &intake.Refusal{Reason: counters.DropUnauthorized, Err: errors.New("validate: command not allowed")}
+		case sub.Kind == intake.KindCommand && v.noCommandSink.Load():
+			r = &intake.Refusal{Reason: counters.DropDestinationDown, Err: fmt.Errorf("validate: cannot deliver now: %w", intake.ErrNoCommandSink)}
 		case sub.Kind == intake.KindResult && id != nil &&
 			!id.AllowsResult(sub.Result.Host, sub.Result.Service, sub.Result.ReturnCode, sub.Result.Output):
 			r = &intake.Refusal{Reason: counters.DropUnauthorized, Err: errors.New("validate: not this identity's host")}
@@ -92,28 +99,8 @@ authorize "ng" { password = "psk"; hosts = ".*" }
 // above and the fake validation, for the test's life.
 type testServer struct {
 	*Server
-	v    *fakeValidate
-	cmds *commandLog
-	url  string
-}
-
-// commandLog is a command file in memory.
-type commandLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (c *commandLog) WriteCommand(line []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lines = append(c.lines, string(line))
-	return nil
-}
-
-func (c *commandLog) written() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.lines...)
+	v   *fakeValidate
+	url string
 }
 
 func startServer(t testing.TB, edit func(*Config)) *testServer {
@@ -134,9 +121,8 @@ func start(t testing.TB, edit func(*Config), stalled bool) *testServer {
 		t.Fatal(err)
 	}
 	q := intake.NewQueue(16)
-	cmds := &commandLog{}
 	cfg := Config{Options: Options{Listen: ln.Addr().String(), Tokens: []string{"anytoken"}, Timeout: 2 * time.Second},
-		Identities: ids, Queue: q, Listener: ln, Commands: cmds}
+		Identities: ids, Queue: q, Listener: ln}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -159,7 +145,7 @@ func start(t testing.TB, edit func(*Config), stalled bool) *testServer {
 		s.Close(ctx)
 		<-v.done
 	})
-	return &testServer{Server: s, v: v, cmds: cmds, url: "http://" + ln.Addr().String()}
+	return &testServer{Server: s, v: v, url: "http://" + ln.Addr().String()}
 }
 
 // post posts fields url-encoded to path and returns the status and body.

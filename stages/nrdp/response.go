@@ -37,6 +37,8 @@ type refusedCheck struct {
 	Service string `json:"servicename,omitempty"`
 	Reason  string `json:"reason"`
 	Error   string `json:"error"`
+	// noCommandSink: a command no destination can write.
+	noCommandSink bool
 }
 
 // response is what a request is answered: NRDP's result (or hello's

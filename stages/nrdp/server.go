@@ -45,10 +45,6 @@ type Config struct {
 	// Listener, when set, is served instead of listening on Listen (tests,
 	// and sockets handed over at a reload).
 	Listener net.Listener
-	// Commands writes the commands validation lets through (submitcmd):
-	// it carries only check results on; nil: no command_file, and
-	// submitcmd is answered NO COMMAND FILE.
-	Commands CommandWriter
 	// Stats counts its connections (accepted, open, refused by
 	// allowed_hosts) and the submissions it hands in (received), and Log
 	// rate-limits its warnings; nil: not counted, and glog unlimited.
@@ -56,12 +52,6 @@ type Config struct {
 	// conf, which nests this package's options.)
 	Stats *counters.Stats
 	Log   *counters.RateLog
-}
-
-// CommandWriter writes one external command line, newline included: a
-// *sink.CommandFile of command_file.
-type CommandWriter interface {
-	WriteCommand(line []byte) error
 }
 
 // Server is the NRDP front end: New builds it and binds its listener,
@@ -77,8 +67,6 @@ type Server struct {
 	anyTokens *identities.File
 
 	nextID atomic.Uint64 // the sources' IDs, from intake.IDBase(frontIndex)
-
-	cmdMu sync.Mutex // one command write at a time
 
 	mu       sync.Mutex
 	closing  bool

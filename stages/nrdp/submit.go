@@ -62,6 +62,7 @@ func refusal(idx int, sub *intake.Submission, reason string, err error) refusedC
 	}
 	if err != nil {
 		rc.Error = err.Error()
+		rc.noCommandSink = errors.Is(err, intake.ErrNoCommandSink)
 	}
 	return rc
 }
@@ -235,8 +236,6 @@ func (s *Server) submitCommand(req *request, src *intake.Source) *response {
 	switch {
 	case cmd == "":
 		return fail(http.StatusOK, msgNoCommand, "")
-	case s.cfg.Commands == nil:
-		return fail(http.StatusOK, msgNoCommandFile, "commands need command_file")
 	case !s.commandsOn:
 		return fail(http.StatusOK, msgCommandsDisabled, "no identity with a token has commands patterns")
 	case src.Identity == nil || len(src.Identity.Commands) == 0:
@@ -259,25 +258,16 @@ func (s *Server) submitCommand(req *request, src *intake.Source) *response {
 	refused := append([]refusedCheck(nil), c.refused...)
 	c.mu.Unlock()
 	if len(refused) == 0 {
-		// Validation carries only check results on to the emit stage: a
-		// command is its front end's to write, as nsca-ng's are.
-		if err := s.writeCommand(sub.Time, cmd); err != nil {
-			s.warnf("nrdp:command_file", "nrdp: %s: command not written: %v", src.Name(), err)
-			return fail(http.StatusOK, msgWriteError, err.Error())
-		}
+		// On the emit stage's queue, while a destination that writes
+		// commands (command_file, the dump file) could take it.
 		return &response{code: http.StatusOK, status: 0, message: msgOK}
 	}
-	r := refused[0]
-	if r.Reason == counters.DropUnauthorized {
+	switch r := refused[0]; {
+	case r.Reason == counters.DropUnauthorized:
 		return fail(http.StatusOK, msgDeniedToken, r.Error)
+	case r.noCommandSink:
+		return fail(http.StatusOK, msgNoCommandFile, "commands need command_file")
 	}
+	r := refused[0]
 	return fail(http.StatusOK, msgRefused+": "+r.Reason, r.Error)
-}
-
-// writeCommand writes one validated command line; the writes of the
-// handlers take turns, as the command file's writer is not shared.
-func (s *Server) writeCommand(t int64, cmd string) error {
-	s.cmdMu.Lock()
-	defer s.cmdMu.Unlock()
-	return s.cfg.Commands.WriteCommand(fmt.Appendf(nil, "[%d] %s\n", t, cmd))
 }

@@ -8,8 +8,6 @@ import (
 
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/conf"
-	"nsca_fast/stages/emit"
-	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/frontend"
 )
 
@@ -19,8 +17,8 @@ var errNoIdentities = errors.New("nscang: nsca_ng_listen needs identities_file")
 // ConfigFrom is the listener's settings for cfg, with the identities of
 // identities_file (whose settings other than authorize blocks the
 // configuration warns about, once each) and grace for open sessions after
-// a stop; its command file follows reopens.
-func ConfigFrom(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener, grace time.Duration) (*Config, error) {
+// a stop.
+func ConfigFrom(cfg *conf.Config, allowed []netip.Prefix, grace time.Duration) (*Config, error) {
 	if err := openssl.Available(); err != nil {
 		return nil, cfg.PathError("nsca_ng_listen", err)
 	}
@@ -46,7 +44,6 @@ func ConfigFrom(cfg *conf.Config, allowed []netip.Prefix, reopens *sink.Reopener
 		Grace:               grace,
 		Debug:               cfg.Debug,
 	}
-	ng.Commands = emit.CommandWriter(cfg, reopens)
 	if ng.Listener, err = frontend.ListenReusePort(cfg.NscaNGListen, "nsca-ng listener"); err != nil {
 		return nil, fmt.Errorf("%w: %s: nsca_ng_listen=%s: %w", errListener, cfg.Where("nsca_ng_listen"), cfg.NscaNGListen, err)
 	}

@@ -18,7 +18,6 @@ import (
 	"nsca_fast/cgo/openssl"
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
-	"nsca_fast/stages/emit/sink"
 	"nsca_fast/stages/frontend"
 	"nsca_fast/stages/intake"
 	"nsca_fast/stages/rawsys"
@@ -27,8 +26,7 @@ import (
 
 // Errors of the nsca-ng listener.
 var (
-	errListener      = errors.New("nscang: listener")
-	errNoCommandFile = errors.New("nscang: no command_file for commands other than check results")
+	errListener = errors.New("nscang: listener")
 )
 
 // dropBadCommand counts pushed commands that do not parse (a check
@@ -65,9 +63,6 @@ type Config struct {
 	// Allowed, when not empty, lists the networks that may connect at all
 	// (allowed_hosts); an identity's networks narrow it further.
 	Allowed []netip.Prefix
-	// Commands takes the commands that are not check results; nil: they
-	// are refused.
-	Commands *sink.CommandFile
 	// Grace is how long open sessions may go on after Stop.
 	Grace time.Duration
 	Debug bool
@@ -89,17 +84,9 @@ type listener struct {
 	// handshakes holds each address's connections in their handshake.
 	handshakes *frontend.SourceLimit
 	nextID     atomic.Uint64
-	commands   chan pendingCommand
 	stop       chan struct{}
 	// acceptDone is set once no connection will be dealt to a worker.
 	acceptDone atomic.Bool
-}
-
-// pendingCommand is a command for the command file and the session waiting
-// for its outcome.
-type pendingCommand struct {
-	line []byte
-	s    *session
 }
 
 // Start serves nsca-ng clients on cfg.Listener (from ngListen, which it
@@ -122,7 +109,7 @@ func Start(ctx context.Context, stop chan struct{}, out chan<- intake.Submission
 		return fmt.Errorf("%w: %w", errListener, err)
 	}
 	s := &listener{cfg: cfg, ctx: tlsCtx, ln: ln, out: out, stats: env.Stats, log: env.Log,
-		commands: make(chan pendingCommand, 64), stop: stop, handshakes: frontend.NewSourceLimit(cfg.HandshakesPerSource)}
+		stop: stop, handshakes: frontend.NewSourceLimit(cfg.HandshakesPerSource)}
 	for i := 0; i < max(cfg.Threads, 1); i++ {
 		w, err := newWorker(s)
 		if err != nil {
@@ -136,7 +123,7 @@ func Start(ctx context.Context, stop chan struct{}, out chan<- intake.Submission
 		s.workers = append(s.workers, w)
 	}
 	glog.Infof("nsca-ng: listening on %s (%d identities, %d session goroutines)", cfg.Listen, len(cfg.Identities.Keys()), len(s.workers))
-	var wg, cmds sync.WaitGroup
+	var wg sync.WaitGroup
 	stage.Go(ctx, &wg, "nsca-ng:accept", func(ctx context.Context) {
 		s.accept(ctx)
 		// At once: the kernel deals new connections to every socket of
@@ -152,7 +139,6 @@ func Start(ctx context.Context, stop chan struct{}, out chan<- intake.Submission
 		w.ctx = ctx
 		stage.Go(ctx, &wg, "nsca-ng", func(ctx context.Context) { w.loop(ctx) })
 	}
-	stage.Go(ctx, &cmds, "nsca-ng:commands", func(ctx context.Context) { s.writeCommands() })
 	go func() {
 		select {
 		case <-stop:
@@ -165,8 +151,6 @@ func Start(ctx context.Context, stop chan struct{}, out chan<- intake.Submission
 	}()
 	go func() {
 		wg.Wait()
-		close(s.commands)
-		cmds.Wait()
 		for _, w := range s.workers {
 			w.close()
 		}
@@ -251,8 +235,12 @@ func (s *listener) refuse(peer netip.AddrPort) string {
 	if s.sessions.Load() >= int64(s.cfg.MaxSessions) {
 		return fmt.Sprintf("nsca_ng_max_sessions=%d reached", s.cfg.MaxSessions)
 	}
-	if !s.handshakes.Take(peer.Addr()) {
-		return fmt.Sprintf("max_handshakes_per_source=%d reached: it has that many connections in their TLS handshake", s.handshakes.Max())
+	// Past half of nsca_ng_max_sessions an address with its share of
+	// handshakes gets no more: below that, clients behind one address (a
+	// NAT, a proxy) may all start at once, and none is locked out.
+	if !s.handshakes.Take(peer.Addr(), s.sessions.Load() >= int64(s.cfg.MaxSessions/2)) {
+		return fmt.Sprintf("max_handshakes_per_source=%d reached with over half of nsca_ng_max_sessions=%d open: it has that many connections in their TLS handshake",
+			s.handshakes.Max(), s.cfg.MaxSessions)
 	}
 	return ""
 }
@@ -268,17 +256,5 @@ func (s *listener) left(peer netip.AddrPort, handshaking bool) {
 	// both are handed back then (openssl.Trim says when it is worth it).
 	if s.sessions.Add(-1) == 0 && openssl.Trim() {
 		debug.FreeOSMemory()
-	}
-}
-
-// writeCommands is the command file's writer for commands that are not
-// check results; a session waits for each one's outcome.
-func (s *listener) writeCommands() {
-	for c := range s.commands {
-		var err error
-		if err = s.cfg.Commands.WriteCommand(c.line); err != nil {
-			s.log.Warningf("nsca-ng:command_file", "nsca-ng: command from %s not written: %v", c.s.who(), err)
-		}
-		c.s.w.post(event{s: c.s, ack: true, err: err})
 	}
 }

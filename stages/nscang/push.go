@@ -2,7 +2,6 @@ package nscang
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -12,9 +11,9 @@ import (
 )
 
 // push takes a pushed command to validation, which checks its names and
-// rights as for every front end; the session waits for the outcome before
-// it answers and reads on. A command other than a check result that
-// validation passed is then written by the command writer.
+// rights as for every front end, and whether it can be delivered now; the
+// session waits for the outcome before it answers and reads on. Results
+// and other commands alike go on to the emit stage.
 func (s *session) push(data []byte) {
 	srv := s.w.srv
 	s.state = stateReady
@@ -36,36 +35,13 @@ func (s *session) push(data []byte) {
 	s.handOn(func() bool { return stage.Send(s.w.ctx, srv.out, sub) })
 }
 
-// Taken is validation's word that a pushed result is on the emit stage's
-// queue, or that a command passed: the worker then has it written.
-func (s *session) Taken(sub *intake.Submission) {
-	e := event{s: s, ack: true}
-	if sub.Kind == intake.KindCommand {
-		e.command, e.time = sub.Command, sub.Time
-	}
-	s.w.post(e)
-}
+// Taken is validation's word that what the session pushed is on the emit
+// stage's queue, while a destination could take it.
+func (s *session) Taken(*intake.Submission) { s.w.post(event{s: s, ack: true}) }
 
 // Refused is validation's refusal of what the session pushed.
 func (s *session) Refused(_ *intake.Submission, r intake.Refusal) {
 	s.w.post(event{s: s, ack: true, err: r.Err, reason: r.Reason})
-}
-
-// writeCommand has a validated command written to the command file; the
-// session goes on waiting for that outcome.
-func (s *session) writeCommand(text string, time int64) {
-	srv := s.w.srv
-	if srv.cfg.Commands == nil {
-		srv.log.Warningf(s.peer.Addr().String(), "nsca-ng: refusing data from %s: no command_file for commands other than check results: %s", s.who(), text)
-		s.outcome(errNoCommandFile, "")
-		return
-	}
-	line := fmt.Appendf(nil, "[%d] %s\n", time, text)
-	// A writer that is behind makes this wait, as a full pipeline
-	// makes every stage wait.
-	if !stage.Send(s.w.ctx, srv.commands, pendingCommand{line: line, s: s}) {
-		s.outcome(intake.ErrShutdown, "")
-	}
 }
 
 // handOn hands a pushed command on with hand, which blocks while the
@@ -93,7 +69,7 @@ func (s *session) outcome(err error, reason string) {
 	switch {
 	case err == nil:
 		s.reply(ReplyOkay)
-	case errors.Is(err, errNoCommandFile):
+	case errors.Is(err, intake.ErrNoCommandSink):
 		s.reply("FAIL No command_file for commands other than check results")
 	case reason == counters.DropUnauthorized:
 		s.reply(FailUnauthorized)
@@ -107,7 +83,7 @@ func (s *session) outcome(err error, reason string) {
 // on one line.
 func failText(err error) string {
 	msg := err.Error()
-	for _, p := range []string{"validate: ", "intake: ", "nscang: "} {
+	for _, p := range []string{"validate: ", "intake: ", "nscang: ", "emit: "} {
 		msg = strings.ReplaceAll(msg, p, "")
 	}
 	return strings.Map(func(r rune) rune {

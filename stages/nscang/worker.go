@@ -16,17 +16,14 @@ import (
 
 // event is what other goroutines tell a worker: a new connection (fd,
 // peer), or the outcome of a session's command (s, ack, err and the
-// reason it was refused under), or that a command passed validation and
-// is to be written (command).
+// reason it was refused under).
 type event struct {
-	fd      int
-	peer    netip.AddrPort
-	s       *session
-	ack     bool
-	err     error
-	reason  string
-	command string
-	time    int64
+	fd     int
+	peer   netip.AddrPort
+	s      *session
+	ack    bool
+	err    error
+	reason string
 }
 
 // worker runs its share of the sessions off one epoll set. An eventfd in
@@ -178,8 +175,6 @@ func (w *worker) drainInbox() {
 	w.mu.Unlock()
 	for _, e := range evs {
 		switch {
-		case e.ack && e.command != "":
-			e.s.writeCommand(e.command, e.time)
 		case e.ack:
 			e.s.outcome(e.err, e.reason)
 		default:

@@ -27,7 +27,9 @@ type rule struct {
 // rules are every rule, in the order they run: what closes a connection
 // first (as stock checks the timestamp before anything else), then the
 // names a core must be able to hold, then who may submit what, and last
-// the DNS lookup of strict_mode_spoofing, the only costly one.
+// the DNS lookup of strict_mode_spoofing, the only costly one; last,
+// whether what passed can be delivered now, for clients that wait for
+// the answer.
 var rules = []rule{
 	formRule,
 	ageRule,
@@ -35,6 +37,7 @@ var rules = []rule{
 	namesRule,
 	authorizeRule,
 	spoofRule,
+	deliverableRule,
 }
 
 // rulesFor is the rules cfg enables, in order.

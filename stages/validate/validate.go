@@ -40,6 +40,10 @@ type Config struct {
 	StrictSpoofing bool
 	// Debug logs every accepted check, as stock's debug=1 does.
 	Debug bool
+	// Accepting and AcceptingCommands, when set, say whether the emit
+	// stage can deliver a result, or a command, now (emit.Health):
+	// sources that answer their clients are refused meanwhile.
+	Accepting, AcceptingCommands func() (bool, error)
 }
 
 // Start runs the validate goroutines on in and sends what passes to out,
@@ -88,19 +92,17 @@ func (v *validator) pass(ctx context.Context, s *intake.Submission, out chan<- s
 			return true
 		}
 	}
+	it := sink.Item{Result: s.Result, Time: s.Time, ReadAt: s.ReadAt}
 	if s.Kind == intake.KindCommand {
-		// Commands are written by their front end (nsca-ng's command
-		// writer) once validated: the emit stage carries check results.
-		if src.Outcomes != nil {
-			src.Outcomes.Taken(s)
-		}
-		return true
-	}
-	v.stats.Validated.Add(1)
-	if v.cfg.Debug {
+		// Commands travel as items of their own: the sinks that can
+		// write them (command file, dump file) do.
+		it = sink.Item{Command: s.Command, Time: s.Time, ReadAt: s.ReadAt}
+	} else if v.cfg.Debug {
 		v.debug(s)
 	}
-	if !stage.Send(ctx, out, sink.Item{Result: s.Result, Time: s.Time, ReadAt: s.ReadAt}) {
+	// Commands too: emit finishes them, so what is queued balances.
+	v.stats.Validated.Add(1)
+	if !stage.Send(ctx, out, it) {
 		v.stats.Dropped(counters.DropShutdown).Add(1)
 		if src.Outcomes != nil {
 			src.Outcomes.Refused(s, intake.Refusal{Reason: counters.DropShutdown, Err: intake.ErrShutdown})

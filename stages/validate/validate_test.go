@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -96,7 +97,8 @@ func TestRules(t *testing.T) {
 }
 
 // TestCommands: a command other than a check result needs an identity
-// with a commands pattern, and no control character.
+// with a commands pattern, and no control character; one that passes goes
+// on to the emit stage as a command item.
 func TestCommands(t *testing.T) {
 	id := identity(t)
 	for _, c := range []struct {
@@ -112,8 +114,11 @@ func TestCommands(t *testing.T) {
 		o := &outcomes{}
 		sub := intake.Submission{Source: &intake.Source{ID: 1, Front: intake.FrontNSCAN, Identity: c.id, Outcomes: o}, Kind: intake.KindCommand, Command: c.command}
 		items, _ := run(t, Config{Goroutines: 1, Depth: 1}, []intake.Submission{sub})
-		if len(items) != 0 {
-			t.Errorf("%s: a command reached the emit stage", c.name)
+		if c.reason == "" && (len(items) != 1 || items[0].Command != c.command) {
+			t.Errorf("%s: %+v reached the emit stage, want the command as an item of its own", c.name, items)
+		}
+		if c.reason != "" && len(items) != 0 {
+			t.Errorf("%s: a refused command reached the emit stage", c.name)
 		}
 		if got := ""; len(o.refused) > 0 {
 			got = o.refused[0].Reason
@@ -148,5 +153,33 @@ func TestCloseStream(t *testing.T) {
 		if stats.Dropped(counters.DropStale).Load() != 1 {
 			t.Errorf("stream %v: stale not counted", stream)
 		}
+	}
+}
+
+// TestDeliverable: while the emit stage cannot deliver, a source that
+// answers its client is refused (destination_down, with the reason), and
+// one that does not (send_nsca's) is passed on to the sinks' own
+// fallbacks and counters; commands ask AcceptingCommands.
+func TestDeliverable(t *testing.T) {
+	down := errors.New("command_file: no space left on device")
+	cfg := Config{Goroutines: 1, Depth: 4,
+		Accepting:         func() (bool, error) { return false, down },
+		AcceptingCommands: func() (bool, error) { return false, intake.ErrNoCommandSink }}
+	answering, silent := &outcomes{}, &outcomes{}
+	subs := []intake.Submission{
+		{Source: &intake.Source{ID: 1, Front: intake.FrontNSCAN, Answers: true, Outcomes: answering}, Result: codec.Result{Host: "h"}},
+		{Source: &intake.Source{ID: 2, Front: intake.FrontNSCA, Outcomes: silent}, Result: codec.Result{Host: "h"}},
+		{Source: &intake.Source{ID: 3, Front: intake.FrontNRDP, Answers: true, Identity: identity(t), Outcomes: answering},
+			Kind: intake.KindCommand, Command: "ENABLE_NOTIFICATIONS"},
+	}
+	items, stats := run(t, cfg, subs)
+	if len(items) != 1 || silent.taken != 1 {
+		t.Fatalf("%d items, send_nsca's taken %d: want only send_nsca's result passed on", len(items), silent.taken)
+	}
+	if len(answering.refused) != 2 || !errors.Is(answering.refused[0].Err, down) || !errors.Is(answering.refused[1].Err, intake.ErrNoCommandSink) {
+		t.Fatalf("refused %+v, want the result and the command, with their reasons", answering.refused)
+	}
+	if got := stats.Dropped(counters.DropDestinationDown).Load(); got != 2 {
+		t.Errorf("destination_down = %d, want 2", got)
 	}
 }

@@ -275,33 +275,6 @@ func (c *CommandFile) begin() (end func(), err error) {
 	}, nil
 }
 
-// WriteCommand writes one external command line (newline included) that
-// is not a check result, as an nsca-ng client may send: it goes to the
-// command file only, never to another sink, so a failure is the caller's
-// to report to the client.
-func (c *CommandFile) WriteCommand(line []byte) error {
-	end, err := c.begin()
-	if err != nil {
-		return err
-	}
-	defer end()
-	n, err := c.writeAll(line)
-	if err == nil {
-		return nil
-	}
-	if !c.isFIFO && n > 0 && n < len(line) {
-		// Half a command on a full disk must not stay: the core would
-		// read it glued to the next line.
-		c.lines.reset()
-		c.lines.b, c.lines.ends = append(c.lines.b, line...), append(c.lines.ends, len(line))
-		_, terr := keepWholeLines(c.fd, &c.lines, n)
-		err = errors.Join(err, terr)
-	}
-	c.closeFD()
-	c.failed(err)
-	return err
-}
-
 // writeAll writes b, waiting up to FullWait for a full pipe to drain, and
 // returns how many bytes went out. A write of more than PIPE_BUF bytes (one
 // long line) is not atomic, so it is started only once the pipe has room

@@ -1,0 +1,36 @@
+package validate
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"nsca_fast/stages/counters"
+	"nsca_fast/stages/intake"
+)
+
+var errDestinationDown = errors.New("validate: cannot deliver now")
+
+// deliverableRule refuses, to sources that answer their clients (nsca-ng's
+// OKAY, NRDP's response), what the emit stage cannot deliver now: told
+// FAIL, the client keeps it and sends it again; told OKAY, it would let go
+// of what is then dropped. send_nsca's clients hear nothing either way, so
+// their results go on to the sinks' own fallbacks and counters.
+var deliverableRule = rule{
+	name:    "deliverable",
+	on:      func(c Config) bool { return c.Accepting != nil },
+	summary: "were refused while a destination could not take them",
+	check: func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal {
+		ask := v.cfg.Accepting
+		if s.Kind == intake.KindCommand {
+			ask = v.cfg.AcceptingCommands
+		}
+		if s.Source.Outcomes == nil || !s.Source.Answers || ask == nil {
+			return nil
+		}
+		if ok, err := ask(); !ok {
+			return &intake.Refusal{Reason: counters.DropDestinationDown, Err: fmt.Errorf("%w: %w", errDestinationDown, err)}
+		}
+		return nil
+	},
+}
