@@ -1,8 +1,23 @@
-# Functions shared by scripts/bench.sh and scripts/bench-engines.sh, which
+# Functions shared by scripts/bench.sh, scripts/bench-engines.sh and the
+# nsca-ng benchmarks (scripts/bench-ng-*.sh), which
 # source this file once they have set WORK (a temporary directory), FIFO
 # (the command file nsca-bench reads), PASSWORD, STOCK (stock nsca's
 # binary) and BENCH (nsca-bench). The daemon running is DPID, listening on
 # DPORT; every process is stopped by its PID.
+
+# free_port: a port on 127.0.0.1 that nothing listens on now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_port PORT: waits until something accepts on 127.0.0.1:PORT, for a
+# daemon that is not the caller's child; exits after 10 s.
+wait_port() {
+  for _ in $(seq 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "nothing listens on $1" >&2
+  exit 1
+}
 
 # stop_daemon: ends DPID, and stock --daemon's per-connection children.
 stop_daemon() {

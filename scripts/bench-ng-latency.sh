@@ -40,16 +40,7 @@ for v in 1.2 1.3; do
 	printf 'openssl_conf = c\n[c]\nssl_conf = s\n[s]\nsystem_default = d\n[d]\nMinProtocol = TLSv%s\nMaxProtocol = TLSv%s\n' "$v" "$v" >"$tmp/tls$v.cnf"
 done
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "nothing listens on $1" >&2
-	exit 1
-}
+. scripts/bench-lib.sh
 
 mkfifo -m 600 "$tmp/cmd"
 cat "$tmp/cmd" >/dev/null &
@@ -59,7 +50,7 @@ ids() { # ids PORT: an nsca-ng.cfg the real server and ours (identities_file) re
 }
 
 names=() ports=()
-p=$(port)
+p=$(free_port)
 ids "$p" >"$tmp/nsca-ng.cfg"
 "$tmp/ng/usr/sbin/nsca-ng" -c "$tmp/nsca-ng.cfg" -F 2>"$tmp/nsca-ng.log" &
 pids+=($!)
@@ -67,10 +58,10 @@ names+=("nsca-ng-server") ports+=("$p")
 i=0
 for bin in "${bins[@]}"; do
 	i=$((i + 1))
-	p=$(port)
+	p=$(free_port)
 	ids "$p" >"$tmp/ids$i.cfg"
 	printf 'server_address=127.0.0.1\nserver_port=%d\ncommand_file=%s\npassword=legacy\ndecryption_method=1\nidentities_file=%s\nnsca_ng_listen=127.0.0.1:%d\n' \
-		"$(port)" "$tmp/cmd" "$tmp/ids$i.cfg" "$p" >"$tmp/nsca$i.cfg"
+		"$(free_port)" "$tmp/cmd" "$tmp/ids$i.cfg" "$p" >"$tmp/nsca$i.cfg"
 	chmod 600 "$tmp/nsca$i.cfg" "$tmp/ids$i.cfg"
 	"$bin" -c "$tmp/nsca$i.cfg" -f 2>"$tmp/nsca$i.log" &
 	pids+=($!)

@@ -40,16 +40,7 @@ mem() {
 	printf '%6.1f / %6.1f' "$(bc -l <<<"$pss/1024")" "$(bc -l <<<"$rss/1024")"
 }
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "nothing listens on $1" >&2
-	exit 1
-}
+. scripts/bench-lib.sh
 
 # The command files are FIFOs that cat drains.
 mkfifo -m 600 "$tmp/cmd"
@@ -65,10 +56,10 @@ i=0
 for bin in "${bins[@]}"; do
 	i=$((i + 1))
 	cp "$bin" "$tmp/nsca$i"
-	p=$(port)
+	p=$(free_port)
 	ids "$p" >"$tmp/ids$i.cfg"
 	printf 'server_address=127.0.0.1\nserver_port=%d\ncommand_file=%s\npassword=legacy\ndecryption_method=1\nidentities_file=%s\nnsca_ng_listen=127.0.0.1:%d\nnsca_ng_max_sessions=%d\nnsca_ng_timeout=600\n' \
-		"$(port)" "$tmp/cmd" "$tmp/ids$i.cfg" "$p" $((n + 100)) >"$tmp/nsca$i.cfg"
+		"$(free_port)" "$tmp/cmd" "$tmp/ids$i.cfg" "$p" $((n + 100)) >"$tmp/nsca$i.cfg"
 	chmod 600 "$tmp/nsca$i.cfg" "$tmp/ids$i.cfg"
 	"$tmp/nsca$i" -c "$tmp/nsca$i.cfg" -f 2>"$tmp/nsca$i.log" &
 	pids+=($!)
@@ -80,7 +71,7 @@ if [ ! -f "$debs/nsca-ng-server_"*.deb ] 2>/dev/null; then
 fi
 if ls "$debs"/nsca-ng-server_*.deb >/dev/null 2>&1; then
 	dpkg-deb -x "$(ls "$debs"/nsca-ng-server_*.deb | head -1)" "$tmp/ng"
-	p=$(port)
+	p=$(free_port)
 	ids "$p" >"$tmp/nsca-ng.cfg"
 	"$tmp/ng/usr/sbin/nsca-ng" -c "$tmp/nsca-ng.cfg" -F 2>"$tmp/nsca-ng.log" &
 	pids+=($!)
