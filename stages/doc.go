@@ -12,6 +12,8 @@
 //     flow control, PROXY headers, every secret's cipher).
 //   - stages/nscang: nsca-ng's front end (TLS-PSK sessions over epoll
 //     sets, its line protocol).
+//   - stages/nrdp: NRDP's front end (HTTP and HTTPS, XML and JSON, tokens
+//     as identities).
 //   - stages/frontend: what the front ends share below their protocols
 //     (the accept step, SO_REUSEPORT listening, epoll sets, the gate).
 //   - stages/validate: the one ordered list of rules every submission
@@ -24,11 +26,18 @@
 //     stages/rawsys: the wire format, the ciphers, the counters and
 //     metrics, the diagnosis of failing clients, raw system calls.
 //
-// A new front end is its own package that sends intake.Submissions and
-// implements intake.Outcomes, plus its start in startFrontEnds and its
-// options; a new validation rule is its file in stages/validate and one
-// row of its list; a new sink is its engine package, its conf field and
-// one destinations entry.
+// What a change touches, on paper:
+//
+//   - A new front end: its package beneath stages (its listener, sessions
+//     and wire format; it sends intake.Submissions with a Source of its
+//     own, declares its intake.Front and implements intake.Outcomes),
+//     plus server.go (its settings in New, its start in startFrontEnds)
+//     and conf/conf.go (its options' rows nested, as stages/nrdp's).
+//   - A new validation rule: its file in stages/validate and one row of
+//     rules (rules.go).
+//   - A new sink: stages/emit/<engine>/ (the sink, its Options, rows and
+//     checks), conf/conf.go (the field and one engines line) and
+//     stages/emit/destinations.go (one remotes() entry).
 //
 // Every front end sends to one bounded queue (intake.Queue), the last to
 // leave closes it; the channels between stages are bounded by queue_size,

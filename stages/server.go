@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,25 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 	s.dests, s.adopt, s.ngStop = dests, make(chan int, 1), make(chan struct{})
 	s.ctx, s.abort = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// nrdpConfigOf is the NRDP front end's settings for cfg, checked with the
+// identities of identities_file, with its listener bound (so that a
+// reload's new pipeline listens before the old one stops). It is not
+// package nrdp's, because conf nests that package's options.
+func nrdpConfigOf(cfg *conf.Config, allowed []netip.Prefix, stats *counters.Stats, log *counters.RateLog) (*nrdp.Config, error) {
+	ids, err := cfg.Identities()
+	if err != nil {
+		return nil, err
+	}
+	n := &nrdp.Config{Options: cfg.NRDP, Identities: ids, Allowed: allowed, Stats: stats, Log: log}
+	if err := n.Check(); err != nil {
+		return nil, cfg.PathError("nrdp_listen", err)
+	}
+	if n.Listener, err = nrdp.Listen(cfg.NRDP.Listen); err != nil {
+		return nil, cfg.PathError("nrdp_listen", err)
+	}
+	return n, nil
 }
 
 // Run starts every stage and blocks until the pipeline has drained: after

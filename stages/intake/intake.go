@@ -42,15 +42,9 @@ var (
 	ErrNoCommandSink = errors.New("intake: no destination can write external commands")
 )
 
-// Front names a front end: in counters, in logs and in /clients.
+// Front names a front end ("nsca", "nsca-ng", "nrdp"); each front end
+// declares its own.
 type Front string
-
-// The front ends.
-const (
-	FrontNSCA  Front = "nsca"
-	FrontNSCAN Front = "nsca-ng"
-	FrontNRDP  Front = "nrdp"
-)
 
 // Submission is one thing a client submitted, on its way to validation.
 type Submission struct {
@@ -125,6 +119,9 @@ type Source struct {
 	// Who names the source in log lines, as its protocol's tools do
 	// (nsca-ng: identity@address (ID: session)); "" is Peer.
 	Who string
+	// LogPrefix starts validation's log lines about it, as the front
+	// end's own lines start ("nsca-ng: "); send_nsca's have none.
+	LogPrefix string
 	// Began is when the session began (unix seconds) where the client's
 	// timestamps echo it (send_nsca's init packet), for log lines; 0: not
 	// said.

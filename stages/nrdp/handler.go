@@ -134,11 +134,12 @@ func (s *Server) authenticate(req *request) (*intake.Source, *response) {
 		return nil, fail(http.StatusOK, msgBadToken, "")
 	}
 	return &intake.Source{
-		ID:       intake.IDBase(2) + s.nextID.Add(1),
-		Answers:  true,
-		Front:    intake.FrontNRDP,
-		Peer:     req.peer,
-		Identity: id,
-		Who:      who + "@" + req.peer.String() + " (nrdp)",
+		ID:        s.nextID.Add(1),
+		Answers:   true,
+		LogPrefix: "nrdp: ",
+		Front:     Front,
+		Peer:      req.peer,
+		Identity:  id,
+		Who:       who + "@" + req.peer.String() + " (nrdp)",
 	}, nil
 }

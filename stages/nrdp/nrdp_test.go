@@ -165,7 +165,7 @@ func TestFields(t *testing.T) {
 	if s.Result.Service != "s2" || s.Result.ReturnCode != 2 || s.Time != 1700000000 || s.Sent != 1700000000 {
 		t.Errorf("service result %+v", s)
 	}
-	if h.Source.Front != intake.FrontNRDP || h.Source.Identity != nil || h.Source.ID < intake.IDBase(2) {
+	if h.Source.Front != intake.Front("nrdp") || h.Source.Identity != nil || h.Source.ID < intake.IDBase(2) {
 		t.Errorf("source %+v", h.Source)
 	}
 }

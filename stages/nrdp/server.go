@@ -26,6 +26,9 @@ import (
 // *option.Error Validate returns.
 var ErrConfig = errors.New("nrdp: config")
 
+// Front is this front end's name in its submissions' sources.
+const Front intake.Front = "nrdp"
+
 // frontIndex is NRDP's index for intake.IDBase: its sources' IDs never
 // meet send_nsca's (0) or nsca-ng's (1).
 const frontIndex = 2

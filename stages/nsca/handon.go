@@ -80,7 +80,7 @@ func (d *decrypter) firstCheck(c *clientConn) {
 func (d *decrypter) source(c *clientConn) *intake.Source {
 	src := &c.src
 	if src.Front == "" {
-		src.ID, src.Front, src.Peer, src.Via = c.ID, intake.FrontNSCA, c.Peer, c.Via
+		src.ID, src.Front, src.Peer, src.Via = c.ID, Front, c.Peer, c.Via
 		src.Began, src.Stream, src.MaxChecks, src.Outcomes = int64(c.InitTime), true, d.maxChecks, c
 		if c.decrypt.sec != nil {
 			src.Identity = c.decrypt.sec.Rights

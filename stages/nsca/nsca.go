@@ -40,6 +40,9 @@ import (
 	"nsca_fast/stages/stage"
 )
 
+// Front is this front end's name in its submissions' sources.
+const Front intake.Front = "nsca"
+
 // Queues are the names of the front end's queues, for the counters.
 var Queues = [...]string{"accept_to_read", "read_to_decrypt"}
 

@@ -24,6 +24,9 @@ import (
 	"nsca_fast/stages/stage"
 )
 
+// Front is this front end's name in its submissions' sources.
+const Front intake.Front = "nsca-ng"
+
 // Errors of the nsca-ng listener.
 var (
 	errListener = errors.New("nscang: listener")

@@ -124,7 +124,7 @@ func TestNGOkayAfterAck(t *testing.T) {
 		t.Fatal("the pushed result did not reach the validate stage's input")
 	}
 	if p.Kind != intake.KindResult || p.Time != 1700000000 || p.Result.Host != "web1" || p.Result.Service != "disk" ||
-		p.Result.ReturnCode != 2 || p.Result.Output != "full\nsecond line" || p.Source.Front != intake.FrontNSCAN {
+		p.Result.ReturnCode != 2 || p.Result.Output != "full\nsecond line" || p.Source.Front != intake.Front("nsca-ng") {
 		t.Fatalf("submission %+v", p)
 	}
 	select {

@@ -186,7 +186,7 @@ func (s *session) established() bool {
 	srv.stats.Connections.Add(1)
 	srv.handshakes.Release(s.peer.Addr())
 	id := intake.IDBase(1) + srv.nextID.Add(1)
-	s.src = intake.Source{ID: id, Front: intake.FrontNSCAN, Peer: s.peer, Identity: s.identity, Who: s.who(), Outcomes: s, Answers: true}
+	s.src = intake.Source{ID: id, Front: Front, Peer: s.peer, Identity: s.identity, Who: s.who(), LogPrefix: "nsca-ng: ", Outcomes: s, Answers: true}
 	s.state = stateFirst
 	s.lastActive = time.Now()
 	if srv.cfg.Debug {

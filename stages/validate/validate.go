@@ -152,14 +152,8 @@ func (v *validator) debug(s *intake.Submission) {
 	glog.Infof("%scheck from %s%s: host=%q service=%q return_code=%d output=%q", prefix(src), src.Name(), via, r.Host, r.Service, r.ReturnCode, r.Output)
 }
 
-// prefix starts the log lines of a front end other than send_nsca's, as
-// its own lines start.
-func prefix(src *intake.Source) string {
-	if src.Front == intake.FrontNSCA || src.Front == "" {
-		return ""
-	}
-	return string(src.Front) + ": "
-}
+// prefix starts the log lines about src as its front end's lines start.
+func prefix(src *intake.Source) string { return src.LogPrefix }
 
 // what names a submission in log lines.
 func what(s *intake.Submission) string {

@@ -23,7 +23,7 @@ func BenchmarkValidateStage(b *testing.B) {
 	if err := Start(ctx, in, out, Config{Goroutines: 1, Depth: 64, MaxPacketAge: 30 * time.Second}, env); err != nil {
 		b.Fatal(err)
 	}
-	src := &intake.Source{ID: 1, Front: intake.FrontNSCA}
+	src := &intake.Source{ID: 1, Front: intake.Front("nsca")}
 	r := codec.Result{Host: "web01", Service: "check_disk /var", Output: "DISK OK"}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -73,16 +73,16 @@ func TestRules(t *testing.T) {
 		sub    intake.Submission
 		reason string // "" passes
 	}{
-		{"allowed host", result(intake.FrontNSCA, "a.dmz", ""), ""},
-		{"allowed service", result(intake.FrontNSCAN, "any", "disk /"), ""},
-		{"';' in the host", result(intake.FrontNSCA, "core;2;x.dmz", ""), counters.DropBadName},
-		{"';' in the host, nsca-ng", result(intake.FrontNSCAN, "core;2;x.dmz", ""), counters.DropBadName},
-		{"';' in the host, NRDP", result(intake.FrontNRDP, "core;2;x.dmz", ""), counters.DropBadName},
-		{"NUL in the host", result(intake.FrontNSCAN, "core\x00x.dmz", ""), counters.DropBadName},
-		{"newline in the service", result(intake.FrontNRDP, "a.dmz", "disk\nx"), counters.DropBadName},
-		{"empty host", result(intake.FrontNRDP, "", "disk"), counters.DropBadName},
-		{"case", result(intake.FrontNSCA, "A.DMZ", ""), counters.DropUnauthorized},
-		{"not its service", result(intake.FrontNSCA, "a.dmz", "load"), counters.DropUnauthorized},
+		{"allowed host", result(intake.Front("nsca"), "a.dmz", ""), ""},
+		{"allowed service", result(intake.Front("nsca-ng"), "any", "disk /"), ""},
+		{"';' in the host", result(intake.Front("nsca"), "core;2;x.dmz", ""), counters.DropBadName},
+		{"';' in the host, nsca-ng", result(intake.Front("nsca-ng"), "core;2;x.dmz", ""), counters.DropBadName},
+		{"';' in the host, NRDP", result(intake.Front("nrdp"), "core;2;x.dmz", ""), counters.DropBadName},
+		{"NUL in the host", result(intake.Front("nsca-ng"), "core\x00x.dmz", ""), counters.DropBadName},
+		{"newline in the service", result(intake.Front("nrdp"), "a.dmz", "disk\nx"), counters.DropBadName},
+		{"empty host", result(intake.Front("nrdp"), "", "disk"), counters.DropBadName},
+		{"case", result(intake.Front("nsca"), "A.DMZ", ""), counters.DropUnauthorized},
+		{"not its service", result(intake.Front("nsca"), "a.dmz", "load"), counters.DropUnauthorized},
 	}
 	for _, c := range cases {
 		items, stats := run(t, Config{Goroutines: 1, Depth: 1}, []intake.Submission{c.sub})
@@ -112,7 +112,7 @@ func TestCommands(t *testing.T) {
 		{"a NUL", "ENABLE_NOTIFICATIONS\x00", id, counters.DropBadName},
 	} {
 		o := &outcomes{}
-		sub := intake.Submission{Source: &intake.Source{ID: 1, Front: intake.FrontNSCAN, Identity: c.id, Outcomes: o}, Kind: intake.KindCommand, Command: c.command}
+		sub := intake.Submission{Source: &intake.Source{ID: 1, Front: intake.Front("nsca-ng"), Identity: c.id, Outcomes: o}, Kind: intake.KindCommand, Command: c.command}
 		items, _ := run(t, Config{Goroutines: 1, Depth: 1}, []intake.Submission{sub})
 		if c.reason == "" && (len(items) != 1 || items[0].Command != c.command) {
 			t.Errorf("%s: %+v reached the emit stage, want the command as an item of its own", c.name, items)
@@ -137,7 +137,7 @@ func TestCloseStream(t *testing.T) {
 	old := time.Now().Unix() - 3600
 	for _, stream := range []bool{true, false} {
 		o := &outcomes{}
-		src := &intake.Source{ID: 7, Front: intake.FrontNSCA, Stream: stream, Outcomes: o}
+		src := &intake.Source{ID: 7, Front: intake.Front("nsca"), Stream: stream, Outcomes: o}
 		subs := []intake.Submission{
 			{Source: src, Result: codec.Result{Host: "h"}, Sent: old, HasSent: true},
 			{Source: src, Result: codec.Result{Host: "h"}, Sent: time.Now().Unix(), HasSent: true},
@@ -167,9 +167,9 @@ func TestDeliverable(t *testing.T) {
 		AcceptingCommands: func() (bool, error) { return false, intake.ErrNoCommandSink }}
 	answering, silent := &outcomes{}, &outcomes{}
 	subs := []intake.Submission{
-		{Source: &intake.Source{ID: 1, Front: intake.FrontNSCAN, Answers: true, Outcomes: answering}, Result: codec.Result{Host: "h"}},
-		{Source: &intake.Source{ID: 2, Front: intake.FrontNSCA, Outcomes: silent}, Result: codec.Result{Host: "h"}},
-		{Source: &intake.Source{ID: 3, Front: intake.FrontNRDP, Answers: true, Identity: identity(t), Outcomes: answering},
+		{Source: &intake.Source{ID: 1, Front: intake.Front("nsca-ng"), Answers: true, Outcomes: answering}, Result: codec.Result{Host: "h"}},
+		{Source: &intake.Source{ID: 2, Front: intake.Front("nsca"), Outcomes: silent}, Result: codec.Result{Host: "h"}},
+		{Source: &intake.Source{ID: 3, Front: intake.Front("nrdp"), Answers: true, Identity: identity(t), Outcomes: answering},
 			Kind: intake.KindCommand, Command: "ENABLE_NOTIFICATIONS"},
 	}
 	items, stats := run(t, cfg, subs)
