@@ -18,11 +18,11 @@ var ageRule = rule{
 	name:    "age",
 	on:      func(c Config) bool { return c.MaxPacketAge > 0 },
 	summary: "sent packets older than max_packet_age",
-	check: func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal {
+	check: func(v *validator, s *intake.Submission) *intake.Refusal {
 		if !s.HasSent {
 			return nil
 		}
-		age, limit := now.Unix()-s.Sent, int64(v.cfg.MaxPacketAge/time.Second)
+		age, limit := time.Now().Unix()-s.Sent, int64(v.cfg.MaxPacketAge/time.Second)
 		if age <= limit && -age <= limit {
 			return nil
 		}

@@ -2,7 +2,6 @@ package validate
 
 import (
 	"errors"
-	"time"
 
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/emit/dialect"
@@ -20,7 +19,7 @@ var errUnauthorized = errors.New("validate: not authorized")
 var authorizeRule = rule{
 	name:    "authorize",
 	summary: "sent results outside their identity's rights",
-	check: func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal {
+	check: func(v *validator, s *intake.Submission) *intake.Refusal {
 		if allowed(s) {
 			return nil
 		}

@@ -2,7 +2,6 @@ package validate
 
 import (
 	"errors"
-	"time"
 
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/intake"
@@ -15,7 +14,7 @@ var errTooManyChecks = errors.New("validate: too many checks on one connection")
 var checksRule = rule{
 	name:    "checks",
 	summary: "sent more than max_checks_per_connection checks",
-	check: func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal {
+	check: func(v *validator, s *intake.Submission) *intake.Refusal {
 		if s.Kind != intake.KindResult {
 			return nil
 		}

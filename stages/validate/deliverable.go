@@ -3,7 +3,6 @@ package validate
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/intake"
@@ -20,7 +19,7 @@ var deliverableRule = rule{
 	name:    "deliverable",
 	on:      func(c Config) bool { return c.Accepting != nil },
 	summary: "were refused while a destination could not take them",
-	check: func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal {
+	check: func(v *validator, s *intake.Submission) *intake.Refusal {
 		ask := v.cfg.Accepting
 		if s.Kind == intake.KindCommand {
 			ask = v.cfg.AcceptingCommands

@@ -3,7 +3,6 @@ package validate
 import (
 	"errors"
 	"strconv"
-	"time"
 
 	"nsca_fast/conf/identities"
 	"nsca_fast/stages/counters"
@@ -21,7 +20,7 @@ var errBadName = errors.New("validate: a name no core can hold")
 var namesRule = rule{
 	name:    "names",
 	summary: "sent names no core can hold",
-	check: func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal {
+	check: func(v *validator, s *intake.Submission) *intake.Refusal {
 		var why string
 		switch s.Kind {
 		case intake.KindCommand:

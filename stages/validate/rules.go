@@ -1,8 +1,6 @@
 package validate
 
 import (
-	"time"
-
 	"nsca_fast/stages/intake"
 )
 
@@ -16,7 +14,7 @@ type rule struct {
 	// on says whether the configuration enables it; nil: always.
 	on func(Config) bool
 	// check decides; it may keep per-source state (Source.Checks).
-	check func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal
+	check func(v *validator, s *intake.Submission) *intake.Refusal
 	// summary is how the log's summary line says what refused sources
 	// did, per reason.
 	summary string
@@ -56,7 +54,7 @@ func rulesFor(cfg Config) []rule {
 var formRule = rule{
 	name:    "form",
 	summary: "failed decryption",
-	check: func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal {
+	check: func(v *validator, s *intake.Submission) *intake.Refusal {
 		return s.Malformed
 	},
 }

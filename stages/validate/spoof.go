@@ -20,7 +20,7 @@ var spoofRule = rule{
 	name:    "spoofing",
 	on:      func(c Config) bool { return c.StrictSpoofing },
 	summary: "sent results for hosts that do not resolve to them",
-	check: func(v *validator, s *intake.Submission, now time.Time) *intake.Refusal {
+	check: func(v *validator, s *intake.Submission) *intake.Refusal {
 		if s.Kind != intake.KindResult || v.hostMatchesPeer(s.Result.Host, s.Source.Peer.Addr()) {
 			return nil
 		}

@@ -52,7 +52,11 @@ func Start(ctx context.Context, in <-chan intake.Submission, out chan<- sink.Ite
 	v := &validator{cfg: cfg, stats: env.Stats, log: env.Log, clients: env.Clients, rules: rulesFor(cfg)}
 	stage.Sharded(ctx, "validate", in, max(cfg.Goroutines, 1), cfg.Depth, func(s intake.Submission) uint64 { return s.Source.ID },
 		func(ctx context.Context, _ int, in <-chan intake.Submission) {
-			for s := range in {
+			// One variable for every submission: its address goes to the
+			// rules and the front end's Outcomes, so it lives on the heap,
+			// once per goroutine rather than once per submission.
+			var s intake.Submission
+			for s = range in {
 				if !v.pass(ctx, &s, out) {
 					return
 				}
@@ -85,9 +89,8 @@ func (v *validator) pass(ctx context.Context, s *intake.Submission, out chan<- s
 		v.incomplete(s)
 		return true
 	}
-	now := time.Now()
 	for _, r := range v.rules {
-		if refusal := r.check(v, s, now); refusal != nil {
+		if refusal := r.check(v, s); refusal != nil {
 			v.refuse(s, r, *refusal)
 			return true
 		}
