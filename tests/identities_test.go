@@ -623,3 +623,28 @@ func TestClientsAcrossWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestPayloadLengthNotBlamedOnThePassword: NSClient++ with payload length
+// 8192 and the right password, against the default payload_length: the
+// line that closes its connection points at the packet size, not at the
+// password, and the diagnosis then names the fix.
+func TestPayloadLengthNotBlamedOnThePassword(t *testing.T) {
+	const password = "nscp-secret"
+	d := startDaemon(t, Config{"command_file": commandFile(t, t.TempDir()), "append_to_file": "1", "password": password, "decryption_method": "1"})
+	r := dialRaw(t, d.Port, "127.0.0.3")
+	r.write(t, r.packet(8192+208, r.ts, 0, "h", "svc", "long", 1, password), 0)
+	waitClosed(r.c, 5*time.Second)
+	diagnosis := "diagnosis: 127.0.0.3 sends NSClient++ payload length 8192: add it to payload_length"
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(d.Stderr(), diagnosis) }) {
+		t.Errorf("no line %q", diagnosis)
+	}
+	for _, l := range strings.Split(d.Stderr(), "\n") {
+		if strings.Contains(l, "closing connection from 127.0.0.3") {
+			if strings.Contains(l, "wrong password") || !strings.Contains(l, "payload_length") {
+				t.Errorf("the connection's line blames the password, or does not name payload_length: %s", l)
+			}
+			return
+		}
+	}
+	t.Errorf("no line closes 127.0.0.3's connection")
+}

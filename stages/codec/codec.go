@@ -63,8 +63,12 @@ const (
 // operator can act on; the daemon logs it with the peer address.
 var (
 	ErrVersion = errors.New("packet: bad version (wrong password or encryption method?)")
-	ErrCRC     = errors.New("packet: bad crc32 (wrong password or encryption method?)")
-	ErrSize    = errors.New("packet: size outside 720..65744 bytes")
+	// ErrCRC follows a version that decrypted right, which a wrong
+	// password or method passes once in 65,536 packets: a packet size
+	// that payload_length does not accept (NSClient++'s 8192) or a
+	// damaged packet is far likelier.
+	ErrCRC  = errors.New("packet: bad crc32 (a packet size payload_length does not accept, or a damaged packet?)")
+	ErrSize = errors.New("packet: size outside 720..65744 bytes")
 )
 
 // OutputLength returns the plugin_output field length (the payload length)
