@@ -137,6 +137,14 @@ func (s *Stats) SecretMatches(secret string) *atomic.Uint64 {
 	return s.counter("SecretMatches", secret)
 }
 
+// FrontReceived returns the counter of what the named front end (nsca,
+// nsca-ng, nrdp) handed to validation: results and other commands.
+func (s *Stats) FrontReceived(front string) *atomic.Uint64 { return s.counter("FrontReceived", front) }
+
+// FrontRefused returns the counter of what validation refused of the
+// named front end's submissions, for any reason.
+func (s *Stats) FrontRefused(front string) *atomic.Uint64 { return s.counter("FrontRefused", front) }
+
 // IdentityRefused returns the counter of results the named identity sent
 // and has no right to.
 func (s *Stats) IdentityRefused(identity string) *atomic.Uint64 {
@@ -164,6 +172,10 @@ type Snapshot struct {
 	// name; see Stats.SecretMatches and Stats.IdentityRefused.
 	SecretMatches   map[string]uint64 `json:",omitempty"`
 	IdentityRefused map[string]uint64 `json:",omitempty"`
+	// FrontReceived and FrontRefused are by front end; see
+	// Stats.FrontReceived and Stats.FrontRefused.
+	FrontReceived map[string]uint64 `json:",omitempty"`
+	FrontRefused  map[string]uint64 `json:",omitempty"`
 	// Durable holds each destination's durable disk queue, when
 	// queue_directory is set.
 	Durable map[string]DurableQueue `json:",omitempty"`

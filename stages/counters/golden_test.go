@@ -68,6 +68,9 @@ func knownStats() *Stats {
 	s.SecretMatches("alice").Store(53)
 	s.IdentityRefused("alice").Store(59)
 	s.IdentityRefused("bob").Store(61)
+	s.FrontReceived("nsca").Store(67)
+	s.FrontReceived("nrdp").Store(71)
+	s.FrontRefused("nsca-ng").Store(73)
 	s.RegisterDurable("icinga2", func() DurableQueue {
 		return DurableQueue{Results: 67, Bytes: 71000, OldestSeconds: 73.5, Replayed: 79, Corrupt: 83, Lost: 89, LostUnknown: 97}
 	})

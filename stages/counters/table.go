@@ -118,6 +118,10 @@ var rows = []*row{
 		help: "Connections whose first packet a secret decrypted, by secret: password/METHOD, password_file:LINE/METHOD or an identity's name (never the password)."},
 	{field: "IdentityRefused", name: "nsca_identity_refused_total", kind: counter, labels: []string{"identity"},
 		help: "Results refused because the identity that sent them has no right to them (identities_file), by identity."},
+	{field: "FrontReceived", name: "nsca_front_received_total", kind: counter, labels: []string{"front"},
+		help: "Submissions (results and other commands) handed to validation, by front end: nsca, nsca-ng, nrdp."},
+	{field: "FrontRefused", name: "nsca_front_refused_total", kind: counter, labels: []string{"front"},
+		help: "Submissions validation refused, for any reason (see nsca_results_dropped_total), by front end."},
 }
 
 // Metric types of the text exposition format.

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang/glog"
@@ -56,8 +57,9 @@ func Start(ctx context.Context, in <-chan intake.Submission, out chan<- sink.Ite
 			// rules and the front end's Outcomes, so it lives on the heap,
 			// once per goroutine rather than once per submission.
 			var s intake.Submission
+			var front frontCounters
 			for s = range in {
-				if !v.pass(ctx, &s, out) {
+				if !v.pass(ctx, &s, out, &front) {
 					return
 				}
 			}
@@ -75,9 +77,26 @@ type validator struct {
 	rules   []rule
 }
 
+// frontCounters are one front end's counters, which each validate
+// goroutine looks up by name only when the front end changes from one
+// submission to the next, not per submission.
+type frontCounters struct {
+	front             intake.Front
+	received, refused *atomic.Uint64
+}
+
+// of makes c the counters of src's front end.
+func (c *frontCounters) of(v *validator, src *intake.Source) *frontCounters {
+	if c.received == nil || c.front != src.Front {
+		c.front = src.Front
+		c.received, c.refused = v.stats.FrontReceived(string(src.Front)), v.stats.FrontRefused(string(src.Front))
+	}
+	return c
+}
+
 // pass takes one submission through the rules and hands what passes on.
 // It returns false once the pipeline is torn down.
-func (v *validator) pass(ctx context.Context, s *intake.Submission, out chan<- sink.Item) bool {
+func (v *validator) pass(ctx context.Context, s *intake.Submission, out chan<- sink.Item, front *frontCounters) bool {
 	src := s.Source
 	if src.Closed() {
 		// What a connection sent after a refusal closed it is part of
@@ -89,9 +108,11 @@ func (v *validator) pass(ctx context.Context, s *intake.Submission, out chan<- s
 		v.incomplete(s)
 		return true
 	}
+	front.of(v, src).received.Add(1)
 	for _, r := range v.rules {
 		if refusal := r.check(v, s); refusal != nil {
 			v.refuse(s, r, *refusal)
+			front.refused.Add(1)
 			return true
 		}
 	}

@@ -93,6 +93,10 @@ func TestRules(t *testing.T) {
 		case c.reason != "" && (len(items) != 0 || len(o.refused) != 1 || o.refused[0].Reason != c.reason || stats.Dropped(c.reason).Load() != 1):
 			t.Errorf("%s: %d items, refused %+v, want refused as %s", c.name, len(items), o.refused, c.reason)
 		}
+		front := string(c.sub.Source.Front)
+		if got, want := stats.FrontRefused(front).Load(), map[bool]uint64{true: 1, false: 0}[c.reason != ""]; got != want || stats.FrontReceived(front).Load() != 1 {
+			t.Errorf("%s: counted for %s: received %d, refused %d; want 1 and %d", c.name, front, stats.FrontReceived(front).Load(), got, want)
+		}
 	}
 }
 
