@@ -94,6 +94,9 @@ func TestCraftedNamesNSCA(t *testing.T) {
 	if got := identWaitMetric(t, metrics, `nsca_identity_refused_total{identity="dmz"}`, drops["unauthorized"]); got != drops["unauthorized"] {
 		t.Errorf("refused for identity dmz: %v, want %v", got, drops["unauthorized"])
 	}
+	if got, want := identWaitMetric(t, metrics, `nsca_front_refused_total{front="nsca"}`, drops["unauthorized"]+drops["bad_name"]), drops["unauthorized"]+drops["bad_name"]; got != want {
+		t.Errorf("refused of the nsca front end: %v, want %v", got, want)
+	}
 	hi := now()
 	d.Stop()
 	assertLines(t, commandsIn(t, cmd, lo, hi), want)
@@ -167,6 +170,9 @@ func TestCraftedNamesNG(t *testing.T) {
 		if got := identWaitMetric(t, metrics, name, n); got != n {
 			t.Errorf("%s = %v, want %v", name, got, n)
 		}
+	}
+	if got, want := identWaitMetric(t, metrics, `nsca_front_refused_total{front="nsca-ng"}`, drops["unauthorized"]+drops["bad_name"]), drops["unauthorized"]+drops["bad_name"]; got != want {
+		t.Errorf("refused of the nsca-ng front end: %v, want %v", got, want)
 	}
 	time.Sleep(500 * time.Millisecond)
 	d.Stop()
