@@ -140,7 +140,7 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 		}
 	}
 	if cfg.NRDP.Listen != "" && listeners != nil {
-		if s.nrdp, err = nrdpConfigOf(cfg, allowed, s.stats, s.log); err != nil {
+		if s.nrdp, err = nrdpConfigOf(cfg, allowed, s.stats, s.log, p.Clients); err != nil {
 			emit.CloseDestinations(dests)
 			return nil, err
 		}
@@ -154,12 +154,12 @@ func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
 // identities of identities_file, with its listener bound (so that a
 // reload's new pipeline listens before the old one stops). It is not
 // package nrdp's, because conf nests that package's options.
-func nrdpConfigOf(cfg *conf.Config, allowed []netip.Prefix, stats *counters.Stats, log *counters.RateLog) (*nrdp.Config, error) {
+func nrdpConfigOf(cfg *conf.Config, allowed []netip.Prefix, stats *counters.Stats, log *counters.RateLog, clients *diagnose.Registry) (*nrdp.Config, error) {
 	ids, err := cfg.Identities()
 	if err != nil {
 		return nil, err
 	}
-	n := &nrdp.Config{Options: cfg.NRDP, Identities: ids, Allowed: allowed, Stats: stats, Log: log}
+	n := &nrdp.Config{Options: cfg.NRDP, Identities: ids, Allowed: allowed, Stats: stats, Log: log, Clients: clients}
 	if err := n.Check(); err != nil {
 		return nil, cfg.PathError("nrdp_listen", err)
 	}

@@ -235,6 +235,21 @@ func TestNRDPRefusals(t *testing.T) {
 	if !regexp.MustCompile(`refused the token of identity "far": 127\.0\.0\.1 is outside its networks`).MatchString(n.Stderr()) {
 		t.Errorf("the log does not say why far-token was refused:\n%s", n.Stderr())
 	}
+	// /clients names the source and its last failure: a wrong path last.
+	resp, err := http.Post(n.url+"/nrdp/wrong/", "application/x-www-form-urlencoded", strings.NewReader("cmd=hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a wrong path answered %d, want 404", resp.StatusCode)
+	}
+	if page := identGet(t, "http://"+n.metrics+"/clients"); !strings.Contains(page, `nrdp: a request for "/nrdp/wrong/", not an NRDP path`) {
+		t.Errorf("/clients does not name the wrong path:\n%s", page)
+	}
+	if got := identWaitMetric(t, n.metrics, `nsca_front_refused_total{front="nrdp"}`, 3); got < 3 {
+		t.Errorf("refused of the nrdp front end: %v, want at least the 2 unauthorized and the bad state", got)
+	}
 }
 
 // TestNRDPBatchesToSpool: batches of 1 and 500 results, to the spool.

@@ -2,6 +2,7 @@ package nrdp
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -40,6 +41,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.inFlight.Done()
 	if !paths[r.URL.Path] {
+		s.failed(r, fmt.Sprintf("nrdp: a request for %q, not an NRDP path (/, /nrdp/, /nrdp/server/): point the client's URL there", r.URL.Path))
 		http.NotFound(w, r)
 		return
 	}
@@ -61,7 +63,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, msgBadRequest, err.Error()).write(w, req.as)
 		return
 	}
-	s.route(req).write(w, req.as)
+	resp := s.route(req)
+	if resp.status != 0 && resp.message != msgBusy {
+		why := "nrdp: " + resp.message
+		if resp.info != "" {
+			why += ": " + resp.info
+		}
+		s.failed(r, why)
+	}
+	resp.write(w, req.as)
+}
+
+// failed records in /clients a request that failed for why.
+func (s *Server) failed(r *http.Request, why string) {
+	if s.cfg.Clients == nil {
+		return
+	}
+	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		s.cfg.Clients.Failed(peer.Addr().Unmap(), why)
+	}
 }
 
 // answerFormOf is how to answer: in JSON when output_type says so (NRDP's

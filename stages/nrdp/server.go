@@ -55,6 +55,16 @@ type Config struct {
 	// conf, which nests this package's options.)
 	Stats *counters.Stats
 	Log   *counters.RateLog
+	// Clients records, for /clients, the sources whose requests failed
+	// (a bad token, bad XML or JSON, a wrong path) and why; nil: not
+	// recorded. The daemon's is its diagnose.Registry.
+	Clients Clients
+}
+
+// Clients is the table of sources /clients serves.
+type Clients interface {
+	// Failed records a request from addr that failed for why.
+	Failed(addr netip.Addr, why string)
 }
 
 // Server is the NRDP front end: New builds it and binds its listener,
