@@ -1,8 +1,10 @@
-// Package nscang is the nsca-ng protocol, version 1, without its
-// transport: the request lines a client sends after the TLS handshake, the
-// responses, and the monitoring commands it pushes, turned into check
-// results for the pipeline or left as commands for the command file. The
-// listener that speaks it over TLS is the stages package's.
+// Package nscang is nsca-ng's front end: its listener (listener.go), the
+// fixed goroutines that run every TLS-PSK session over epoll sets
+// (worker.go, session.go), and the protocol, version 1 (this file): the
+// request lines a client sends after the TLS handshake, the responses, and
+// the monitoring commands it pushes, which it hands to validation as
+// intake.Submissions (push.go), check results and other commands alike,
+// answering OKAY or FAIL once validation has told it the outcome.
 package nscang
 
 import (
