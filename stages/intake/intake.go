@@ -56,7 +56,12 @@ type Submission struct {
 	// Command is a KindCommand's text, without the bracketed timestamp
 	// and the newline: ENABLE_SVC_NOTIFICATIONS;web01;disk.
 	Command string
-	// Time is the time (unix seconds) the written line will carry.
+	// Time is the time (unix seconds) the written line will carry; 0
+	// has validation stamp it when it passes the result on. That stamp
+	// follows the order in which results reach the sinks: Icinga 2 drops
+	// a result older than the service's last one, so a time taken earlier
+	// (at read, in each connection's order) would lose results that one
+	// connection's overtook another's.
 	Time int64
 	// Sent is the client's own timestamp, which max_packet_age bounds
 	// when HasSent says the protocol carries one.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"nsca_fast/stages/codec"
 	"nsca_fast/stages/counters"
@@ -35,7 +34,9 @@ func (d *decrypter) handOn(ctx context.Context, c *clientConn, data []byte, read
 		s.Malformed = refusal
 	} else {
 		s.Result = codec.Decode(data)
-		s.Time, s.Sent, s.HasSent = receivedAt(readAt), int64(s.Result.Timestamp), true
+		// Time is left to validation, which stamps it in the order the
+		// results go to the sinks (see intake.Submission.Time).
+		s.Sent, s.HasSent = int64(s.Result.Timestamp), true
 		d.firstCheck(c)
 	}
 	putBuf(data)
@@ -98,14 +99,4 @@ func (c *clientConn) Refused(_ *intake.Submission, r intake.Refusal) {
 	if r.Close {
 		c.requestClose()
 	}
-}
-
-// receivedAt is the time a packet's line carries, in unix seconds: when
-// its last byte was read, which the read stage measured already, so that
-// no packet costs another clock read.
-func receivedAt(readAt int64) int64 {
-	if readAt == 0 {
-		return time.Now().Unix()
-	}
-	return readAt / int64(time.Second)
 }

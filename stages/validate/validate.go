@@ -116,6 +116,9 @@ func (v *validator) pass(ctx context.Context, s *intake.Submission, out chan<- s
 			return true
 		}
 	}
+	if s.Time == 0 {
+		s.Time = time.Now().Unix()
+	}
 	it := sink.Item{Result: s.Result, Time: s.Time, ReadAt: s.ReadAt}
 	if s.Kind == intake.KindCommand {
 		// Commands travel as items of their own: the sinks that can
