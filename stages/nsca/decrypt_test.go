@@ -107,21 +107,7 @@ func TestDecryptPayloadLengths(t *testing.T) {
 					}
 					ct := encryptStream(t, d.cands[0].Engine, c.IV[:], plain)
 					out := make(chan intake.Submission, 16)
-					for len(ct) > 0 {
-						n := min(1+rng.IntN(6000), len(ct))
-						buf := getBuf(chunkSize)[:0]
-						buf = append(buf[:0], ct[:n]...) // chunks are pool buffers, as the read stage sends
-						d.feed(context.Background(), c, buf, 0, out)
-						ct = ct[n:]
-					}
-					d.finish(context.Background(), c, "", out)
-					close(out)
-					var got []intake.Submission
-					for p := range out {
-						if p.Kind != intake.KindIncomplete {
-							got = append(got, p)
-						}
-					}
+					got := feedInPieces(d, c, ct, 6000, rng, out)
 					if payload == 2048 { // not accepted: passed on at the largest size, to fail its CRC
 						if len(got) != 0 && got[0].Malformed == nil {
 							t.Errorf("payload length %d (not accepted) gave a valid packet", payload)
@@ -191,4 +177,25 @@ func TestCgoGoroutines(t *testing.T) {
 			t.Errorf("method %d, engine %q, %d threads: %d in C calls, want %d", c.method, c.engine, c.threads, got, c.want)
 		}
 	}
+}
+
+// feedInPieces feeds ct to d for c in chunks of 1..most random bytes, as
+// the read stage sends them (pool buffers), ends the connection, and
+// returns the complete submissions d handed on.
+func feedInPieces(d *decrypter, c *clientConn, ct []byte, most int, rng *rand.Rand, out chan intake.Submission) []intake.Submission {
+	for len(ct) > 0 {
+		n := min(1+rng.IntN(most), len(ct))
+		buf := append(getBuf(chunkSize)[:0], ct[:n]...)
+		d.feed(context.Background(), c, buf, 0, out)
+		ct = ct[n:]
+	}
+	d.finish(context.Background(), c, "", out)
+	close(out)
+	var got []intake.Submission
+	for p := range out {
+		if p.Kind != intake.KindIncomplete {
+			got = append(got, p)
+		}
+	}
+	return got
 }

@@ -97,21 +97,7 @@ func TestDecryptCandidates(t *testing.T) {
 					packets := randomPackets(rng, 3, size, "p")
 					ct := clientStream(t, s, c.IV[:], packets)
 					out := make(chan intake.Submission, 16)
-					for len(ct) > 0 {
-						n := min(1+rng.IntN(3000), len(ct))
-						buf := getBuf(chunkSize)[:0]
-						buf = append(buf, ct[:n]...)
-						d.feed(context.Background(), c, buf, 0, out)
-						ct = ct[n:]
-					}
-					d.finish(context.Background(), c, "", out)
-					close(out)
-					var got []intake.Submission
-					for p := range out {
-						if p.Kind != intake.KindIncomplete {
-							got = append(got, p)
-						}
-					}
+					got := feedInPieces(d, c, ct, 3000, rng, out)
 					if ci >= len(secrets) {
 						if !c.decrypt.unmatched {
 							t.Errorf("a client with a secret the server does not know was not marked unmatched")
