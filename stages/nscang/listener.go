@@ -48,8 +48,8 @@ type Identities interface {
 
 // Config are the nsca-ng listener's settings.
 type Config struct {
-	// Listen is the address:port, and Listener the socket ngListen made
-	// there, which Start then owns.
+	// Listen is the address:port, and Listener the socket
+	// frontend.ListenReusePort made there, which Start then owns.
 	Listen   string
 	Listener *os.File
 	// Threads is the fixed number of goroutines running the sessions.
@@ -71,10 +71,10 @@ type Config struct {
 	Debug bool
 }
 
-// listener is the nsca-ng listener: one accept goroutine, cfg.Threads
-// session goroutines each with an epoll set, and one goroutine writing the
-// commands that are not check results. Sessions hand check results to the
-// validate stage and answer OKAY when it reports them queued for emit.
+// listener is the nsca-ng listener: one accept goroutine and cfg.Threads
+// session goroutines, each with an epoll set. Sessions hand what clients
+// push (check results and other commands) to the validate stage and
+// answer OKAY when it reports them queued for emit, FAIL when refused.
 type listener struct {
 	cfg      Config
 	ctx      *openssl.Context
@@ -92,9 +92,9 @@ type listener struct {
 	acceptDone atomic.Bool
 }
 
-// Start serves nsca-ng clients on cfg.Listener (from ngListen, which it
-// owns from then on, even when it fails), sending their check results on
-// out. It stops accepting when stop is closed, gives open sessions
+// Start serves nsca-ng clients on cfg.Listener (from
+// frontend.ListenReusePort, which it owns from then on, even when it
+// fails), sending what they push to out. It stops accepting when stop is closed, gives open sessions
 // cfg.Grace, and calls closed once nothing more will be sent.
 func Start(ctx context.Context, stop chan struct{}, out chan<- intake.Submission, closed func(), cfg Config, env stage.Env) error {
 	ln := cfg.Listener
