@@ -42,8 +42,13 @@ func allowed(s *intake.Submission) bool {
 		return true
 	}
 	r := s.Result
-	// Commands patterns see the output as the command file holds it.
-	out, _ := dialect.Nagios.AppendCommand(nil, r.Output, r.Service == "")
+	// Commands patterns see the output as the command file holds it;
+	// hosts and services patterns do not look at it, so it is rendered
+	// only for an identity that has commands patterns.
+	var out []byte
+	if len(id.Commands) > 0 {
+		out, _ = dialect.Nagios.AppendCommand(nil, r.Output, r.Service == "")
+	}
 	return id.AllowsResult(r.Host, r.Service, r.ReturnCode, string(out))
 }
 
