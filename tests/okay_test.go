@@ -76,5 +76,5 @@ func TestNscaNGOkayOnlyWhenDeliverable(t *testing.T) {
 		t.Errorf("the result taken after the space came back is not in the command file")
 	}
 	d.Stop()
-	t.Logf("%d results answered OKAY, %d written before the disk filled, %d answered FAIL, %v dropped after OKAY", okays, written, fails, lost)
+	t.Logf("%d results answered OKAY, %d written before the disk filled, %d answered FAIL (the last: %q), %v dropped after OKAY", okays, written, fails, lastFail, lost)
 }

@@ -3,7 +3,6 @@ package nrdp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -48,7 +47,7 @@ func (v *fakeValidate) run(q *intake.Queue) {
 		case sub.Kind == intake.KindCommand && (id == nil || !id.AllowsCommand(sub.Command)):
 			r = &intake.Refusal{Reason: counters.DropUnauthorized, Err: errors.New("validate: command not allowed")}
 		case sub.Kind == intake.KindCommand && v.noCommandSink.Load():
-			r = &intake.Refusal{Reason: counters.DropDestinationDown, Err: fmt.Errorf("validate: cannot deliver now: %w", intake.ErrNoCommandSink)}
+			r = &intake.Refusal{Reason: counters.DropDestinationDown, Err: intake.ErrNoCommandSink}
 		case sub.Kind == intake.KindResult && id != nil &&
 			!id.AllowsResult(sub.Result.Host, sub.Result.Service, sub.Result.ReturnCode, sub.Result.Output):
 			r = &intake.Refusal{Reason: counters.DropUnauthorized, Err: errors.New("validate: not this identity's host")}

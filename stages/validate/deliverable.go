@@ -1,14 +1,9 @@
 package validate
 
 import (
-	"errors"
-	"fmt"
-
 	"nsca_fast/stages/counters"
 	"nsca_fast/stages/intake"
 )
-
-var errDestinationDown = errors.New("validate: cannot deliver now")
 
 // deliverableRule refuses, to sources that answer their clients (nsca-ng's
 // OKAY, NRDP's response), what the emit stage cannot deliver now: told
@@ -28,7 +23,10 @@ var deliverableRule = rule{
 			return nil
 		}
 		if ok, err := ask(); !ok {
-			return &intake.Refusal{Reason: counters.DropDestinationDown, Err: fmt.Errorf("%w: %w", errDestinationDown, err)}
+			// The emit stage's error says what cannot take it and why
+			// (emit: cannot deliver now: destination local cannot take
+			// results: ...: no space left on device) as it is.
+			return &intake.Refusal{Reason: counters.DropDestinationDown, Err: err}
 		}
 		return nil
 	},
