@@ -114,9 +114,10 @@ func TestNotify(t *testing.T) {
 	}
 }
 
-// TestSetProcs: a process runs Go code on its share of the CPUs, plus a P
-// for each goroutine that spends its time in C calls, up to one per CPU;
-// GOMAXPROCS in the environment wins.
+// TestSetProcs: a process runs Go code on at most its share of the CPUs,
+// plus a P for each goroutine that spends its time in C calls, up to one
+// per CPU (the governor's ceiling; it starts there and lowers a ceiling
+// at once); GOMAXPROCS in the environment wins.
 func TestSetProcs(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	inC := 0
@@ -127,8 +128,14 @@ func TestSetProcs(t *testing.T) {
 		cfg := &conf.Config{Workers: c.workers}
 		a.setProcs(cfg)
 		want := cfg.CPUShare() + min(c.inC, runtime.NumCPU())
-		if got := runtime.GOMAXPROCS(0); got != want {
-			t.Errorf("nsca_workers=%d, %d in C calls: GOMAXPROCS %d, want %d", c.workers, c.inC, got, want)
+		governor.mu.Lock()
+		g := governor.g
+		governor.mu.Unlock()
+		g.mu.Lock()
+		ceiling := g.ceiling
+		g.mu.Unlock()
+		if got := runtime.GOMAXPROCS(0); ceiling != want || got > want {
+			t.Errorf("nsca_workers=%d, %d in C calls: GOMAXPROCS %d, ceiling %d, want a ceiling of %d", c.workers, c.inC, got, ceiling, want)
 		}
 	}
 	runtime.GOMAXPROCS(1)

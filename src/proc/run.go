@@ -91,7 +91,9 @@ func setGCPercent(percent int) {
 // spinning for work, plus a P for each goroutine that spends its time in C
 // calls, up to one per CPU: nsca_threads_per_worker=1000 must not make a
 // thousand Ps (and a GC that runs a quarter of them as mark workers).
-// GOMAXPROCS in the environment still wins.
+// That is the ceiling: the governor (procs.go) keeps one P while the
+// process uses little CPU. GOMAXPROCS in the environment still wins, and
+// stays as it says.
 func (a *App) setProcs(cfg *conf.Config) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
@@ -100,7 +102,7 @@ func (a *App) setProcs(cfg *conf.Config) {
 	if a.CgoGoroutines != nil {
 		n += min(a.CgoGoroutines(cfg), runtime.NumCPU())
 	}
-	runtime.GOMAXPROCS(n)
+	governProcs(n)
 }
 
 // Fail reports a start-up error at err (on stderr, or in syslog or the
