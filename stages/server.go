@@ -295,10 +295,21 @@ var stageQueues = [...]string{nsca.Queues[0], nsca.Queues[1], "decrypt_to_valida
 // shards inside a stage are not counted); before Run has made them, each
 // is there at 0.
 func (s *Server) Snapshot() counters.Snapshot {
-	snap := s.stats.Snapshot()
+	var snap counters.Snapshot
+	s.SnapshotInto(&snap)
+	return snap
+}
+
+// SnapshotInto is Snapshot into snap, reusing its maps: what a worker
+// reports after the batches it delivers (counters.Stats.SnapshotInto).
+func (s *Server) SnapshotInto(snap *counters.Snapshot) {
+	s.stats.SnapshotInto(snap)
 	s.queuesMu.Lock()
 	defer s.queuesMu.Unlock()
-	snap.Queues = map[string]int64{}
+	if snap.Queues == nil {
+		snap.Queues = map[string]int64{}
+	}
+	clear(snap.Queues)
 	for _, name := range stageQueues {
 		snap.Queues[name] = 0
 	}
@@ -308,7 +319,6 @@ func (s *Server) Snapshot() counters.Snapshot {
 	for name, depth := range s.queues {
 		snap.Queues[name] = int64(depth())
 	}
-	return snap
 }
 
 // Shutdown stops accepting; Run returns once open connections have ended

@@ -25,6 +25,9 @@ type Server interface {
 	Shutdown()
 	Abort()
 	Snapshot() counters.Snapshot
+	// SnapshotInto is Snapshot into a snapshot whose maps it may reuse,
+	// for a worker's reports after each batch.
+	SnapshotInto(*counters.Snapshot)
 }
 
 // App is what the run modes are handed by main: how to read the

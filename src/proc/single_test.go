@@ -40,7 +40,8 @@ func (f *fakeServer) Abort() {
 	f.mu.Unlock()
 	f.end()
 }
-func (f *fakeServer) Snapshot() counters.Snapshot { return counters.Snapshot{Received: f.received} }
+func (f *fakeServer) Snapshot() counters.Snapshot       { return counters.Snapshot{Received: f.received} }
+func (f *fakeServer) SnapshotInto(s *counters.Snapshot) { *s = f.Snapshot() }
 func (f *fakeServer) calls() (shutdown, aborted int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

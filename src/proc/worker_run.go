@@ -56,7 +56,7 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	OrphanWatch(func() { orphaned <- ParentDeathSignal })
 	go workerSignals(w.Slot, srv, sigs, orphaned)
 	stop := make(chan struct{})
-	poke := w.ReportEvery(srv.Snapshot, reportInterval, stop)
+	poke := w.ReportEvery(srv.SnapshotInto, reportInterval, stop)
 	if p, ok := srv.(interface{ OnProgress(func()) }); ok {
 		p.OnProgress(poke)
 	}

@@ -66,7 +66,7 @@ func reportLag(t *testing.T) time.Duration {
 	w := &Worker{board: b, reported: make(chan struct{})}
 	var n atomic.Uint64
 	stop := make(chan struct{})
-	poke := w.ReportEvery(func() counters.Snapshot { return counters.Snapshot{Received: n.Load()} }, time.Hour, stop)
+	poke := w.ReportEvery(func(s *counters.Snapshot) { *s = counters.Snapshot{Received: n.Load()} }, time.Hour, stop)
 	const batches = 4000
 	at := make([]time.Time, batches+1) // when the counter reached i
 	var worst time.Duration
@@ -108,11 +108,12 @@ func (s *signalledServer) got() []string {
 	return slices.Clone(s.calls)
 }
 
-func (s *signalledServer) Run() error                  { return nil }
-func (s *signalledServer) Shutdown()                   { s.record("shutdown") }
-func (s *signalledServer) Abort()                      { s.record("abort") }
-func (s *signalledServer) Replaced()                   { s.record("replaced") }
-func (s *signalledServer) Snapshot() counters.Snapshot { return counters.Snapshot{} }
+func (s *signalledServer) Run() error                           { return nil }
+func (s *signalledServer) Shutdown()                            { s.record("shutdown") }
+func (s *signalledServer) Abort()                               { s.record("abort") }
+func (s *signalledServer) Replaced()                            { s.record("replaced") }
+func (s *signalledServer) Snapshot() counters.Snapshot          { return counters.Snapshot{} }
+func (s *signalledServer) SnapshotInto(snap *counters.Snapshot) { *snap = s.Snapshot() }
 
 // A worker told by ReplaceSignal drains as replaced (its last lines say a
 // reload replaced it), a second ReplaceSignal changes nothing, a SIGTERM

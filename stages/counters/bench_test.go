@@ -33,3 +33,14 @@ func BenchmarkScrape(b *testing.B) {
 		io.Discard.Write(rec.Body.Bytes())
 	}
 }
+
+// SnapshotInto is what a worker's report after each batch takes: the
+// snapshot of the last report, its maps reused.
+func BenchmarkSnapshotInto(b *testing.B) {
+	s := knownStats()
+	var snap Snapshot
+	b.ReportAllocs()
+	for b.Loop() {
+		s.SnapshotInto(&snap)
+	}
+}

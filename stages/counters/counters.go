@@ -186,8 +186,19 @@ type Snapshot struct {
 
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() Snapshot {
-	snap := Snapshot{Latency: s.Latency.snapshot()}
-	live, to := reflect.ValueOf(s).Elem(), reflect.ValueOf(&snap).Elem()
+	var snap Snapshot
+	s.SnapshotInto(&snap)
+	return snap
+}
+
+// SnapshotInto copies the counters into snap, reusing its maps and
+// latency buckets: a worker reports after the batches it delivers, a batch
+// a check at a fleet's trickle, and a fresh snapshot's dozen maps were
+// most of what a report cost. Whatever snap held is replaced, but for
+// Queues, which are the Server's to fill.
+func (s *Stats) SnapshotInto(snap *Snapshot) {
+	s.Latency.snapshotInto(&snap.Latency)
+	live, to := reflect.ValueOf(s).Elem(), reflect.ValueOf(snap).Elem()
 	for _, r := range rows {
 		if r.shape == scalar {
 			r.load(live, to)
@@ -196,14 +207,20 @@ func (s *Stats) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range statsKeyed {
-		to.Field(r.snap).Set(reflect.ValueOf(load(s.keyed[r.field])))
+		field := to.Field(r.snap)
+		m, _ := field.Interface().(map[string]uint64)
+		field.Set(reflect.ValueOf(loadInto(m, s.keyed[r.field])))
 	}
 	snap.Durable = s.readDurable()
-	return snap
 }
 
-func load(m map[string]*atomic.Uint64) map[string]uint64 {
-	out := make(map[string]uint64, len(m))
+// loadInto reads the counters of m into out, emptied first (made when
+// nil), and returns it.
+func loadInto(out map[string]uint64, m map[string]*atomic.Uint64) map[string]uint64 {
+	if out == nil {
+		out = make(map[string]uint64, len(m))
+	}
+	clear(out)
 	for k, v := range m {
 		out[k] = v.Load()
 	}

@@ -77,12 +77,20 @@ type LatencySnapshot struct {
 	SumNanos uint64   `json:",omitempty"`
 }
 
+// snapshot is a copy of the histogram.
 func (l *Latency) snapshot() LatencySnapshot {
-	s := LatencySnapshot{Buckets: make([]uint64, len(l.buckets)), SumNanos: l.sumNanos.Load()}
-	for i := range l.buckets {
-		s.Buckets[i] = l.buckets[i].Load()
-	}
+	var s LatencySnapshot
+	l.snapshotInto(&s)
 	return s
+}
+
+// snapshotInto copies the histogram into s, reusing its buckets' array.
+func (l *Latency) snapshotInto(s *LatencySnapshot) {
+	s.Buckets = s.Buckets[:0]
+	for i := range l.buckets {
+		s.Buckets = append(s.Buckets, l.buckets[i].Load())
+	}
+	s.SumNanos = l.sumNanos.Load()
 }
 
 func (s *LatencySnapshot) add(o LatencySnapshot) {

@@ -2,7 +2,6 @@ package counters
 
 import (
 	"bytes"
-	"cmp"
 	"net/http"
 	"reflect"
 	"slices"
@@ -141,12 +140,7 @@ func (e *exposition) bytes() []byte {
 
 // sortedKeys gives a family's samples a stable order.
 func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, cmp.Compare)
-	return keys
+	return appendSortedKeys(make([]string, 0, len(m)), m)
 }
 
 // scrape is what one scrape renders: the snapshot, read once, and the
