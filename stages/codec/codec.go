@@ -82,12 +82,16 @@ func SizeOf(payload int) int { return Overhead + payload }
 // lies in MinPayloadLength..MaxPayloadLength (720 and 4304 among them).
 func ValidSize(n int) bool { return n >= SizeOf(MinPayloadLength) && n <= MaxSize }
 
+// zeroCRC stands in for the CRC field while the CRC is computed; shared
+// and never written, because a local array passed to crc32.Update escapes
+// to the heap: an allocation per packet.
+var zeroCRC [4]byte
+
 // CRC computes the packet checksum send_nsca sends: CRC-32 (IEEE) over the
 // whole packet with the crc field taken as zero. The packet is not modified.
 func CRC(pkt []byte) uint32 {
-	var zero [4]byte
 	c := crc32.Update(0, crc32.IEEETable, pkt[:offCRC])
-	c = crc32.Update(c, crc32.IEEETable, zero[:])
+	c = crc32.Update(c, crc32.IEEETable, zeroCRC[:])
 	return crc32.Update(c, crc32.IEEETable, pkt[offCRC+4:])
 }
 

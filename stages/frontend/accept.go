@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,15 +40,14 @@ const StarvedPause = 10 * time.Millisecond
 // Go's poller until one is there, with accept4 made raw (no sysmon
 // wake-up), and classifies what it came to.
 func AcceptNext(rc syscall.RawConn) (fd int, peer netip.AddrPort, outcome AcceptOutcome, err error) {
-	var aerr error
-	// Read calls the function again whenever it returns false, after the
-	// poller says the socket is readable.
-	if err := rc.Read(func(lfd uintptr) bool {
-		fd, peer, aerr = rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-		return aerr != syscall.EAGAIN
-	}); err != nil {
+	a := acceptCalls.Get().(*acceptCall)
+	defer acceptCalls.Put(a)
+	// Read calls try again whenever it returns false, after the poller
+	// says the socket is readable.
+	if err := rc.Read(a.try); err != nil {
 		return -1, peer, AcceptEnded, err
 	}
+	fd, peer, aerr := a.fd, a.peer, a.err
 	switch aerr {
 	case nil:
 		return fd, peer, Accepted, nil
@@ -59,4 +59,26 @@ func AcceptNext(rc syscall.RawConn) (fd int, peer netip.AddrPort, outcome Accept
 		return -1, peer, AcceptRetired, aerr
 	}
 	return -1, peer, AcceptFailed, aerr
+}
+
+// acceptCall is one AcceptNext's accept4 and what it returned, with try
+// bound to it once: a closure over AcceptNext's results escaped to the
+// heap, three allocations per connection.
+type acceptCall struct {
+	fd   int
+	peer netip.AddrPort
+	err  error
+	try  func(lfd uintptr) bool
+}
+
+var acceptCalls = sync.Pool{New: func() any {
+	a := &acceptCall{}
+	a.try = a.accept
+	return a
+}}
+
+// accept is one accept4 on lfd; it reports whether the wait is over.
+func (a *acceptCall) accept(lfd uintptr) bool {
+	a.fd, a.peer, a.err = rawsys.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	return a.err != syscall.EAGAIN
 }

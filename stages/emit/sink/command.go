@@ -214,11 +214,11 @@ func (c *CommandFile) closeFD() {
 // Write sends the lines for items, grouped into writes of at most PIPE_BUF
 // bytes that end on a line boundary. A longer line is written alone.
 func (c *CommandFile) Write(items []Item) (int, error) {
-	end, err := c.begin()
+	locked, err := c.begin()
 	if err != nil {
 		return 0, err
 	}
-	defer end()
+	defer c.end(locked)
 	done := 0
 	for done < len(items) {
 		c.lines.reset()
@@ -253,26 +253,30 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 	return done, nil
 }
 
-// begin opens the command file for one write and takes its lock; end
-// undoes what begin did.
-func (c *CommandFile) begin() (end func(), err error) {
+// begin opens the command file for one write and takes its lock,
+// returning the descriptor it locked (-1: none); end undoes what begin
+// did. Not a closure: that was an allocation per batch.
+func (c *CommandFile) begin() (locked int, err error) {
 	c.revalidate()
 	if err := c.open(); err != nil {
-		return func() {}, err
+		return -1, err
 	}
-	unlock := func() {}
-	if c.Lock {
-		if err := lockExclusive(c.fd); err == nil {
-			fd := c.fd
-			unlock = func() { rawsys.Flock(fd, unix.LOCK_UN) }
-		}
+	if c.Lock && lockExclusive(c.fd) == nil {
+		return c.fd, nil
 	}
-	return func() {
-		unlock()
-		if !c.Aggregate && !c.isFIFO {
-			c.closeFD()
-		}
-	}, nil
+	return -1, nil
+}
+
+// end releases what begin took: the lock on locked, if any, and the file
+// unless it is kept open between batches. A write that failed closed the
+// file, and the lock with it: the number may be another file's by now.
+func (c *CommandFile) end(locked int) {
+	if locked >= 0 && locked == c.fd {
+		rawsys.Flock(locked, unix.LOCK_UN)
+	}
+	if !c.Aggregate && !c.isFIFO {
+		c.closeFD()
+	}
 }
 
 // writeAll writes b, waiting up to FullWait for a full pipe to drain, and
