@@ -116,8 +116,8 @@ func TestNotify(t *testing.T) {
 
 // TestSetProcs: a process runs Go code on at most its share of the CPUs,
 // plus a P for each goroutine that spends its time in C calls, up to one
-// per CPU (the governor's ceiling; it starts there and lowers a ceiling
-// at once); GOMAXPROCS in the environment wins.
+// per CPU (the governor's ceiling; it starts at one P and lowers to a
+// lower ceiling at once); GOMAXPROCS in the environment wins.
 func TestSetProcs(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	inC := 0

@@ -28,8 +28,10 @@ const (
 	// lowerAt and lowerAfter: a load below lowerAt for lowerAfter
 	// intervals in a row lowers to one P; the gap to raiseAt keeps a load
 	// near either from switching back and forth (each switch stops the
-	// world for a few microseconds).
-	lowerAt    = 0.35
+	// world for a few microseconds). The same work costs about 1.5 times
+	// as much CPU at two Ps as at one, so 0.45 at two is 0.3 at one, well
+	// under raiseAt.
+	lowerAt    = 0.45
 	lowerAfter = 5
 )
 
@@ -77,10 +79,11 @@ var governor struct {
 	running bool
 }
 
-// newProcGovernor returns a governor that starts at ceiling Ps.
+// newProcGovernor returns a governor that starts at one P: a daemon starts
+// with nothing to do, and its first busy interval raises it.
 func newProcGovernor(ceiling int, cpu func() time.Duration, set func(int), now time.Time) *procGovernor {
-	g := &procGovernor{cpu: cpu, set: set, ceiling: ceiling, cur: ceiling, lastCPU: cpu(), lastAt: now}
-	set(ceiling)
+	g := &procGovernor{cpu: cpu, set: set, ceiling: ceiling, cur: 1, lastCPU: cpu(), lastAt: now}
+	set(1)
 	return g
 }
 

@@ -17,6 +17,7 @@ func TestNextProcs(t *testing.T) {
 		wantProcs, wantQuiet int
 	}{
 		{"a one-CPU share stays at one", 1, 1, 0.9, 0, 1, 0},
+		{"a load between the thresholds at the ceiling stays", 2, 2, (raiseAt + lowerAt) / 2, 0, 2, 0},
 		{"low load at one P stays", 1, 2, 0.3, 0, 1, 0},
 		{"between the thresholds at one P stays", 1, 2, 0.5, 0, 1, 0},
 		{"high load at one P raises", 1, 3, 0.7, 0, 3, 0},
@@ -35,9 +36,9 @@ func TestNextProcs(t *testing.T) {
 }
 
 // TestProcGovernorFollowsLoad drives a governor with a clock and a CPU
-// meter of the test's: it starts at the ceiling, lowers to one P after a
-// second of little use, raises at the first busy interval, and a reload's
-// lower ceiling takes the Ps down at once.
+// meter of the test's: it starts at one P, raises to the ceiling at the
+// first busy interval, lowers to one P after a second of little use,
+// raises again, and a reload's lower ceiling takes the Ps down at once.
 func TestProcGovernorFollowsLoad(t *testing.T) {
 	var used time.Duration
 	var sets []int
@@ -48,6 +49,13 @@ func TestProcGovernorFollowsLoad(t *testing.T) {
 		now = now.Add(governInterval)
 		used += time.Duration(load * float64(governInterval))
 		g.step(now)
+	}
+	if g.cur != 1 {
+		t.Fatalf("started at %d Ps, want 1", g.cur)
+	}
+	tick(0.7)
+	if g.cur != 2 {
+		t.Fatalf("%d P after a load of 0.7, want the ceiling, 2", g.cur)
 	}
 	for range lowerAfter - 1 {
 		tick(0.1)
@@ -71,7 +79,7 @@ func TestProcGovernorFollowsLoad(t *testing.T) {
 	if g.cur != 1 {
 		t.Fatalf("%d Ps after the ceiling went to 1", g.cur)
 	}
-	if want := []int{2, 1, 2, 1}; !slices.Equal(sets, want) {
+	if want := []int{1, 2, 1, 2, 1}; !slices.Equal(sets, want) {
 		t.Errorf("GOMAXPROCS set to %v, want %v", sets, want)
 	}
 }
