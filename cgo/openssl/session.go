@@ -222,7 +222,7 @@ func (s *Session) Read(buf []byte) (int, Want, error) {
 }
 
 // Write encrypts buf and sends it; what the socket does not take at once
-// is sent by Flush, and Pending says so.
+// waits for Flush, and Write says WantWrite with all of buf taken.
 func (s *Session) Write(buf []byte) (int, Want, error) {
 	if len(buf) == 0 {
 		return 0, Done, nil
@@ -262,8 +262,8 @@ func (s *Session) do(op C.int, buf []byte, what string) (int, Want, error) {
 		switch {
 		case err != nil:
 			return n, want, err
-		case want != Done && s.Pending():
-			// Called again once the socket takes the rest.
+		case s.Pending() && (want != Done || op == C.NSCA_WRITE):
+			// Called again, or Flush, once the socket takes the rest.
 			return n, WantWrite, nil
 		case op == C.NSCA_READ && drained && sc.io.in_left == 0:
 			return n, WantRead, nil
