@@ -282,9 +282,10 @@ func (s *session) process() bool {
 		if len(s.in) < s.want {
 			return false
 		}
-		data := s.in[:s.want]
+		// Parsed before what follows it moves over it: a client that
+		// sends its next request behind the data has it in s.in too.
+		s.push(s.in[:s.want])
 		s.in = append(s.in[:0], s.in[s.want:]...)
-		s.push(data)
 		return true
 	}
 	i := bytes.IndexByte(s.in, '\n')
