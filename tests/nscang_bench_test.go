@@ -221,8 +221,10 @@ func ngShapes() []ngShape {
 // (what a governor that lowers it at low load gives), and nsca-ng-server;
 // it prints ours/theirs. CPU is the server's process tree's utime+stime
 // over a phase (NSCA_NG_BENCH_SECONDS, default 10, after a fifth of it to
-// warm up) divided by the results the FIFO got meanwhile. NSCA_NG_BENCH=1
-// runs it; it asserts only that every phase delivered.
+// warm up) divided by the results the FIFO got meanwhile;
+// NSCA_NG_BENCH_ROUNDS (default 1) repeats the phases, each round with
+// another server first, and sums them. NSCA_NG_BENCH=1 runs it; it
+// asserts only that every phase delivered.
 func TestNscaNGBenchShapes(t *testing.T) {
 	if os.Getenv("NSCA_NG_BENCH") == "" {
 		t.Skip("a benchmark: NSCA_NG_BENCH=1 runs it")
@@ -249,7 +251,9 @@ func TestNscaNGBenchShapes(t *testing.T) {
 	servers := []server{{"nsca_fast", oursPort, ours.Pid()}, {"nsca_fast GOMAXPROCS=1", ours1Port, ours1.Pid()},
 		{"nsca-ng-server", theirPort, their.cmd.Process.Pid}}
 
-	measure := func(sh ngShape, srv server) (rate float64, cpu time.Duration) {
+	// measure runs one phase of sh against srv and returns the results
+	// delivered and the CPU its process tree used meanwhile.
+	measure := func(sh ngShape, srv server) (results int64, cpu, elapsed time.Duration) {
 		input := strings.Repeat("nsca-ng\tsvc\t0\tnsca-ng load\x17", sh.perSession)
 		c := ngClient{bin: progs.client, identity: "bench", password: "bench-secret", port: srv.port}
 		stop := make(chan struct{})
@@ -263,19 +267,38 @@ func TestNscaNGBenchShapes(t *testing.T) {
 		wg.Wait()
 		if n1 == n0 {
 			t.Errorf("%s, %s: no result delivered in %v", sh.name, srv.name, el)
-			return 0, 0
 		}
-		return float64(n1-n0) / el.Seconds(), (c1 - c0) / time.Duration(n1-n0)
+		return n1 - n0, c1 - c0, el
+	}
+	// Each round puts another server first: the machine's load drifts,
+	// and the totals of every round weigh the servers alike.
+	rounds := 1
+	if n, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
 	}
 	for _, sh := range ngShapes() {
-		cpus := make([]time.Duration, len(servers))
-		for i, srv := range servers {
-			rate, cpu := measure(sh, srv)
-			cpus[i] = cpu
-			t.Logf("%s, %d clients x %d results per session: %-22s %7.0f results/s, %6.1f µs CPU per result",
-				sh.name, sh.clients, sh.perSession, srv.name, rate, float64(cpu)/float64(time.Microsecond))
+		results, cpus, times := make([]int64, len(servers)), make([]time.Duration, len(servers)), make([]time.Duration, len(servers))
+		for r := 0; r < rounds; r++ {
+			for k := range servers {
+				i := (r + k) % len(servers)
+				n, cpu, el := measure(sh, servers[i])
+				results[i], cpus[i], times[i] = results[i]+n, cpus[i]+cpu, times[i]+el
+				t.Logf("%s, %d clients x %d results per session, round %d: %-22s %7.0f results/s, %6.1f µs CPU per result",
+					sh.name, sh.clients, sh.perSession, r+1, servers[i].name, float64(n)/el.Seconds(), perResult(cpu, n))
+			}
 		}
-		theirs := float64(cpus[len(cpus)-1])
-		t.Logf("%s: ours/theirs %.2f, with GOMAXPROCS=1 %.2f", sh.name, float64(cpus[0])/theirs, float64(cpus[1])/theirs)
+		theirs := perResult(cpus[len(cpus)-1], results[len(cpus)-1])
+		for i, srv := range servers {
+			t.Logf("%s, all rounds: %-22s %7.0f results/s, %6.1f µs CPU per result, ours/theirs %.2f",
+				sh.name, srv.name, float64(results[i])/times[i].Seconds(), perResult(cpus[i], results[i]), perResult(cpus[i], results[i])/theirs)
+		}
 	}
+}
+
+// perResult is cpu divided among n results, in µs.
+func perResult(cpu time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(cpu) / float64(time.Microsecond) / float64(n)
 }
