@@ -171,3 +171,134 @@ authorize "bench" {
 		t.Errorf("legacy throughput fell to %.0f%% of its own beside nsca-ng clients", 100*beside/base)
 	}
 }
+
+// treeCPU is utime+stime of pid and of its live descendants, with what
+// its waited-for children used: a server's whole process tree.
+func treeCPU(t testing.TB, pid int) time.Duration {
+	f, err := procStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ticks int64
+	// Fields 14 to 17 of /proc/PID/stat (utime, stime, cutime, cstime)
+	// are 12 to 15 here.
+	for _, s := range f[11:15] {
+		n, _ := strconv.ParseInt(s, 10, 64)
+		ticks += n
+	}
+	cpu := time.Duration(ticks) * time.Second / 100
+	for _, k := range childPIDs(pid) {
+		cpu += treeCPU(t, k)
+	}
+	return cpu
+}
+
+// ngShape is one client load of TestNscaNGBenchShapes: clients loops of
+// the real send_nsca, each sending sessions of perSession results.
+type ngShape struct {
+	name                string
+	clients, perSession int
+}
+
+// ngShapes are the two loads, their sizes from the environment:
+// many results per session, and one result per connection (handshakes).
+func ngShapes() []ngShape {
+	env := func(name string, def int) int {
+		if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+			return n
+		}
+		return def
+	}
+	return []ngShape{
+		{"(a) many results per session", env("NSCA_NG_BENCH_A_CLIENTS", 8), env("NSCA_NG_BENCH_A_RESULTS", 500)},
+		{"(b) one result per connection", env("NSCA_NG_BENCH_B_CLIENTS", 100), env("NSCA_NG_BENCH_B_RESULTS", 1)},
+	}
+}
+
+// TestNscaNGBenchShapes measures server CPU per delivered result and
+// results per second with the real nsca-ng client, in the shapes of
+// ngShapes, for three servers on one FIFO: ours, ours with GOMAXPROCS=1
+// (what a governor that lowers it at low load gives), and nsca-ng-server;
+// it prints ours/theirs. CPU is the server's process tree's utime+stime
+// over a phase (NSCA_NG_BENCH_SECONDS, default 10, after a fifth of it to
+// warm up) divided by the results the FIFO got meanwhile;
+// NSCA_NG_BENCH_ROUNDS (default 1) repeats the phases, each round with
+// another server first, and sums them. NSCA_NG_BENCH=1 runs it; it
+// asserts only that every phase delivered.
+func TestNscaNGBenchShapes(t *testing.T) {
+	if os.Getenv("NSCA_NG_BENCH") == "" {
+		t.Skip("a benchmark: NSCA_NG_BENCH=1 runs it")
+	}
+	phase := 10 * time.Second
+	if s, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_SECONDS")); err == nil && s > 0 {
+		phase = time.Duration(s) * time.Second
+	}
+	progs := ngExtract(t, true)
+	dir := t.TempDir()
+	fifo := makeFIFO(t, dir)
+	lines := ngCountLines(t, fifo)
+	ids := filepath.Join(dir, "nsca-ng.cfg")
+	theirPort := freePort(t)
+	writeFile(t, ids, fmt.Sprintf("command_file = %q\nlisten = \"127.0.0.1:%d\"\nauthorize \"bench\" {\n\tpassword = \"bench-secret\"\n\tservices = \".*\"\n\thosts = \".*\"\n}\n",
+		fifo, theirPort), 0o600)
+	type server struct {
+		name      string
+		port, pid int
+	}
+	ours, oursPort, _ := ngStartDaemonWith(t, fifo, ids, nil, daemonOpts{dir: t.TempDir()})
+	ours1, ours1Port, _ := ngStartDaemonWith(t, fifo, ids, nil, daemonOpts{dir: t.TempDir(), env: []string{"GOMAXPROCS=1"}})
+	their := ngServer(t, progs.server, ids, theirPort)
+	servers := []server{{"nsca_fast", oursPort, ours.Pid()}, {"nsca_fast GOMAXPROCS=1", ours1Port, ours1.Pid()},
+		{"nsca-ng-server", theirPort, their.cmd.Process.Pid}}
+
+	// measure runs one phase of sh against srv and returns the results
+	// delivered and the CPU its process tree used meanwhile.
+	measure := func(sh ngShape, srv server) (results int64, cpu, elapsed time.Duration) {
+		input := strings.Repeat("nsca-ng\tsvc\t0\tnsca-ng load\x17", sh.perSession)
+		c := ngClient{bin: progs.client, identity: "bench", password: "bench-secret", port: srv.port}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		ngLoad(sh.clients, stop, &wg, func() error { _, err := c.run(t, input); return err })
+		time.Sleep(phase / 5)
+		n0, c0, t0 := lines.ng.Load(), treeCPU(t, srv.pid), time.Now()
+		time.Sleep(phase)
+		n1, c1, el := lines.ng.Load(), treeCPU(t, srv.pid), time.Since(t0)
+		close(stop)
+		wg.Wait()
+		if n1 == n0 {
+			t.Errorf("%s, %s: no result delivered in %v", sh.name, srv.name, el)
+		}
+		return n1 - n0, c1 - c0, el
+	}
+	// Each round puts another server first: the machine's load drifts,
+	// and the totals of every round weigh the servers alike.
+	rounds := 1
+	if n, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	for _, sh := range ngShapes() {
+		results, cpus, times := make([]int64, len(servers)), make([]time.Duration, len(servers)), make([]time.Duration, len(servers))
+		for r := 0; r < rounds; r++ {
+			for k := range servers {
+				i := (r + k) % len(servers)
+				n, cpu, el := measure(sh, servers[i])
+				results[i], cpus[i], times[i] = results[i]+n, cpus[i]+cpu, times[i]+el
+				t.Logf("%s, %d clients x %d results per session, round %d: %-22s %7.0f results/s, %6.1f µs CPU per result",
+					sh.name, sh.clients, sh.perSession, r+1, servers[i].name, float64(n)/el.Seconds(), perResult(cpu, n))
+			}
+		}
+		theirs := perResult(cpus[len(cpus)-1], results[len(cpus)-1])
+		for i, srv := range servers {
+			t.Logf("%s, all rounds: %-22s %7.0f results/s, %6.1f µs CPU per result, ours/theirs %.2f",
+				sh.name, srv.name, float64(results[i])/times[i].Seconds(), perResult(cpus[i], results[i]), perResult(cpus[i], results[i])/theirs)
+		}
+	}
+}
+
+// perResult is cpu divided among n results, in µs.
+func perResult(cpu time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(cpu) / float64(time.Microsecond) / float64(n)
+}

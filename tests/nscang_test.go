@@ -150,11 +150,17 @@ func ngServer(t testing.TB, bin, cfg string, port int) *proc {
 // ngStartDaemon starts ours with an nsca-ng listener on the identities.
 func ngStartDaemon(t testing.TB, dir, cmdFile, ids string, extra Config) (d *Daemon, ngPort int, metrics string) {
 	t.Helper()
+	return ngStartDaemonWith(t, cmdFile, ids, extra, daemonOpts{dir: dir})
+}
+
+// ngStartDaemonWith is ngStartDaemon as o says (its directory, its
+// environment).
+func ngStartDaemonWith(t testing.TB, cmdFile, ids string, extra Config, o daemonOpts) (d *Daemon, ngPort int, metrics string) {
+	t.Helper()
 	ngPort = freePort(t)
 	metrics = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	d = startDaemonWith(t, merge(Config{"command_file": cmdFile, "password": "legacy-secret", "decryption_method": "1",
-		"identities_file": ids, "nsca_ng_listen": "127.0.0.1:" + strconv.Itoa(ngPort), "metrics_address": metrics}, extra),
-		daemonOpts{dir: dir})
+		"identities_file": ids, "nsca_ng_listen": "127.0.0.1:" + strconv.Itoa(ngPort), "metrics_address": metrics}, extra), o)
 	if !waitFor(10*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ngPort)), 200*time.Millisecond)
 		if err == nil {

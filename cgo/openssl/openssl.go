@@ -23,12 +23,7 @@ typedef struct {
 	int fallback; // index of the "*" key, or -1
 } nsca_keys;
 
-// One per session: the identity the client presented, kept here because
-// OpenSSL does not record it for a TLS 1.3 session made from the callback.
-typedef struct {
-	char identity[PSK_MAX_IDENTITY_LEN + 1];
-	int known;
-} nsca_sess;
+#include "session.h"
 
 static int keys_index = -1;
 
@@ -114,7 +109,7 @@ static SSL_CTX *nsca_ctx_new(const char *packed, int plen, int n, const char *ci
 	SSL_CTX_set_num_tickets(ctx, 1);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-	SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 	k = calloc(1, sizeof *k);
 	if (k == NULL || (n > 0 && (k->keys = calloc(n, sizeof *k->keys)) == NULL)) {
 		free(k);
@@ -161,86 +156,6 @@ static void nsca_ctx_free(SSL_CTX *ctx) {
 	SSL_CTX_free(ctx);
 }
 
-static SSL *nsca_ssl_new(SSL_CTX *ctx, int fd) {
-	SSL *ssl = SSL_new(ctx);
-	nsca_sess *s;
-	if (ssl == NULL) {
-		return NULL;
-	}
-	s = calloc(1, sizeof *s);
-	if (s == NULL || SSL_set_fd(ssl, fd) != 1) {
-		free(s);
-		SSL_free(ssl);
-		return NULL;
-	}
-	SSL_set_app_data(ssl, s);
-	SSL_set_accept_state(ssl);
-	return ssl;
-}
-
-static void nsca_ssl_free(SSL *ssl) {
-	free(SSL_get_app_data(ssl));
-	SSL_free(ssl);
-}
-
-// The result of one call: bytes moved (or 1 for a finished handshake) and
-// SSL_get_error's verdict, with the queued reason for a failure.
-typedef struct {
-	int n;
-	int code;
-} nsca_io;
-
-// The peer closed the connection without close_notify: not an SSL_ERROR_*.
-#define NSCA_EOF (-2)
-
-static nsca_io nsca_result(SSL *ssl, int rc, char *err, int errlen) {
-	nsca_io r = { rc, SSL_ERROR_NONE };
-	unsigned long e;
-	if (rc > 0) {
-		return r;
-	}
-	r.n = 0;
-	r.code = SSL_get_error(ssl, rc);
-	if (r.code == SSL_ERROR_SSL || r.code == SSL_ERROR_SYSCALL) {
-		e = ERR_get_error();
-		if (e != 0) {
-			ERR_error_string_n(e, err, errlen);
-		} else {
-			err[0] = '\0';
-		}
-		if ((r.code == SSL_ERROR_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
-				(r.code == SSL_ERROR_SYSCALL && e == 0)) {
-			r.code = NSCA_EOF;
-		}
-	}
-	ERR_clear_error();
-	return r;
-}
-
-static nsca_io nsca_handshake(SSL *ssl, char *err, int errlen) {
-	return nsca_result(ssl, SSL_do_handshake(ssl), err, errlen);
-}
-
-static nsca_io nsca_read(SSL *ssl, void *buf, int len, char *err, int errlen) {
-	return nsca_result(ssl, SSL_read(ssl, buf, len), err, errlen);
-}
-
-static nsca_io nsca_write(SSL *ssl, const void *buf, int len, char *err, int errlen) {
-	return nsca_result(ssl, SSL_write(ssl, buf, len), err, errlen);
-}
-
-static int nsca_shutdown(SSL *ssl) {
-	int rc = SSL_shutdown(ssl);
-	ERR_clear_error();
-	return rc;
-}
-
-// Fills out with the identity, protocol version and cipher, NUL-separated.
-static int nsca_describe(SSL *ssl, char *out, int outlen) {
-	nsca_sess *s = SSL_get_app_data(ssl);
-	const char *c = SSL_get_cipher_name(ssl);
-	return snprintf(out, outlen, "%s%c%s%c%s%c%d", s ? s->identity : "", 0, SSL_get_version(ssl), 0, c ? c : "", 0, s ? s->known : 0);
-}
 */
 import "C"
 
@@ -249,7 +164,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"strconv"
 	"unsafe"
 )
 
@@ -294,119 +208,6 @@ func (c *Context) Close() {
 	if c.ctx != nil {
 		C.nsca_ctx_free(c.ctx)
 		c.ctx = nil
-	}
-}
-
-// Session is the TLS server side of one connection on a non-blocking
-// socket, which stays the caller's to poll and close.
-type Session struct{ ssl *C.SSL }
-
-// NewSession starts the server side of a handshake on fd.
-func (c *Context) NewSession(fd int) (*Session, error) {
-	ssl := C.nsca_ssl_new(c.ctx, C.int(fd))
-	if ssl == nil {
-		return nil, fmt.Errorf("%w on descriptor %d", ErrSession, fd)
-	}
-	return &Session{ssl: ssl}, nil
-}
-
-// Want says what a call that could not finish waits for.
-type Want int
-
-// What a call waits for.
-const (
-	// Done: the call finished.
-	Done Want = iota
-	// WantRead: call again once the socket is readable.
-	WantRead
-	// WantWrite: call again once the socket is writable.
-	WantWrite
-)
-
-func (s *Session) outcome(r C.nsca_io, err *[errLen]C.char, what string) (int, Want, error) {
-	switch r.code {
-	case C.SSL_ERROR_NONE:
-		return int(r.n), Done, nil
-	case C.SSL_ERROR_WANT_READ:
-		return 0, WantRead, nil
-	case C.SSL_ERROR_WANT_WRITE:
-		return 0, WantWrite, nil
-	case C.SSL_ERROR_ZERO_RETURN:
-		return 0, Done, ErrClosed
-	case C.NSCA_EOF:
-		return 0, Done, fmt.Errorf("%w: %s: %w", ErrTLS, what, ErrEOF)
-	}
-	why := C.GoString(&err[0])
-	if why == "" {
-		why = "connection ended"
-	}
-	return 0, Done, fmt.Errorf("%w: %s: %s", ErrTLS, what, why)
-}
-
-// Handshake advances the handshake; Done with no error: it is complete.
-func (s *Session) Handshake() (Want, error) {
-	var err [errLen]C.char
-	r := C.nsca_handshake(s.ssl, &err[0], errLen)
-	_, w, e := s.outcome(r, &err, "handshake")
-	return w, e
-}
-
-// Read decrypts what the socket has into buf.
-func (s *Session) Read(buf []byte) (int, Want, error) {
-	if len(buf) == 0 {
-		return 0, Done, nil
-	}
-	var err [errLen]C.char
-	r := C.nsca_read(s.ssl, unsafe.Pointer(&buf[0]), C.int(len(buf)), &err[0], errLen)
-	runtime.KeepAlive(buf)
-	return s.outcome(r, &err, "read")
-}
-
-// Write encrypts buf onto the socket; after WantWrite call it again with
-// the same bytes.
-func (s *Session) Write(buf []byte) (int, Want, error) {
-	if len(buf) == 0 {
-		return 0, Done, nil
-	}
-	var err [errLen]C.char
-	r := C.nsca_write(s.ssl, unsafe.Pointer(&buf[0]), C.int(len(buf)), &err[0], errLen)
-	runtime.KeepAlive(buf)
-	return s.outcome(r, &err, "write")
-}
-
-// Shutdown sends close_notify, without waiting for the peer's.
-func (s *Session) Shutdown() { C.nsca_shutdown(s.ssl) }
-
-// Info describes a session once its handshake has begun.
-type Info struct {
-	// Identity is what the client presented; Known says a key (its own or
-	// "*") was found for it.
-	Identity string
-	Known    bool
-	// Version and Cipher are as OpenSSL names them ("TLSv1.3").
-	Version, Cipher string
-}
-
-// Info reports the session's identity, protocol version and cipher.
-func (s *Session) Info() Info {
-	var out [512]C.char
-	n := C.nsca_describe(s.ssl, &out[0], C.int(len(out)))
-	b := C.GoBytes(unsafe.Pointer(&out[0]), C.int(min(int(n), len(out)-1)))
-	f := bytes.SplitN(b, []byte{0}, 4)
-	for len(f) < 4 {
-		f = append(f, nil)
-	}
-	known, _ := strconv.Atoi(string(f[3]))
-	return Info{Identity: string(f[0]), Version: string(f[1]), Cipher: string(f[2]), Known: known == 1}
-}
-
-// Free releases the session; the socket stays open. Trim gives the
-// memory back to the system.
-func (s *Session) Free() {
-	if s.ssl != nil {
-		C.nsca_ssl_free(s.ssl)
-		s.ssl = nil
-		freed.Add(1)
 	}
 }
 

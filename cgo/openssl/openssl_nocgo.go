@@ -51,6 +51,12 @@ func (s *Session) Write(buf []byte) (int, Want, error) { panic("openssl: " + noC
 // Shutdown panics without cgo: a Session cannot exist.
 func (s *Session) Shutdown() { panic("openssl: " + noCgo) }
 
+// Pending panics without cgo: a Session cannot exist.
+func (s *Session) Pending() bool { panic("openssl: " + noCgo) }
+
+// Flush panics without cgo: a Session cannot exist.
+func (s *Session) Flush() (Want, error) { panic("openssl: " + noCgo) }
+
 // Info describes a session.
 type Info struct {
 	Identity        string

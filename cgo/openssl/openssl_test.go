@@ -17,39 +17,15 @@ import (
 // serveOne accepts one connection on ln and runs the server side over the
 // non-blocking socket as the listener does: handshake, read a line, answer.
 func serveOne(t *testing.T, ctx *Context, ln *net.TCPListener) (Info, string, error) {
-	ln.SetDeadline(time.Now().Add(10 * time.Second))
-	c, err := ln.AcceptTCP()
-	if err != nil {
+	s, fd, done, err := acceptSession(t, ctx, ln)
+	if s == nil {
 		return Info{}, "", err
 	}
-	defer c.Close()
-	f, _ := c.File()
-	defer f.Close()
-	fd := int(f.Fd())
-	unix.SetNonblock(fd, true)
-	s, err := ctx.NewSession(fd)
+	defer done()
 	if err != nil {
-		return Info{}, "", err
+		return s.Info(), "", err
 	}
-	defer s.Free()
 	deadline := time.Now().Add(10 * time.Second)
-	wait := func(w Want) {
-		ev := int16(unix.POLLIN)
-		if w == WantWrite {
-			ev = unix.POLLOUT
-		}
-		unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: ev}}, 100)
-	}
-	for time.Now().Before(deadline) {
-		w, err := s.Handshake()
-		if err != nil {
-			return s.Info(), "", err
-		}
-		if w == Done {
-			break
-		}
-		wait(w)
-	}
 	buf := make([]byte, 1024)
 	var got []byte
 	for time.Now().Before(deadline) && !strings.Contains(string(got), "\n") {
@@ -59,12 +35,55 @@ func serveOne(t *testing.T, ctx *Context, ln *net.TCPListener) (Info, string, er
 		}
 		got = append(got, buf[:n]...)
 		if w != Done {
-			wait(w)
+			waitFD(fd, w)
 		}
 	}
 	s.Write([]byte("PONG 1\r\n"))
 	s.Shutdown()
 	return s.Info(), string(got), nil
+}
+
+// acceptSession accepts one connection on ln and runs the server side of
+// its handshake over the non-blocking socket as the listener does. done
+// frees the session and closes the connection; s is nil when there is
+// none.
+func acceptSession(t *testing.T, ctx *Context, ln *net.TCPListener) (s *Session, fd int, done func(), err error) {
+	ln.SetDeadline(time.Now().Add(10 * time.Second))
+	c, err := ln.AcceptTCP()
+	if err != nil {
+		return nil, -1, nil, err
+	}
+	f, _ := c.File()
+	fd = int(f.Fd())
+	unix.SetNonblock(fd, true)
+	if s, err = ctx.NewSession(fd); err != nil {
+		f.Close()
+		c.Close()
+		return nil, -1, nil, err
+	}
+	done = func() {
+		s.Free()
+		f.Close()
+		c.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		w, err := s.Handshake()
+		if err != nil || w == Done {
+			return s, fd, done, err
+		}
+		waitFD(fd, w)
+	}
+	return s, fd, done, errors.New("no handshake within 10 s")
+}
+
+// waitFD waits up to 100 ms for fd to be as w wants.
+func waitFD(fd int, w Want) {
+	ev := int16(unix.POLLIN)
+	if w == WantWrite {
+		ev = unix.POLLOUT
+	}
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: ev}}, 100)
 }
 
 // client runs openssl s_client with identity and key, sending "PING 1".

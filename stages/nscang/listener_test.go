@@ -22,7 +22,7 @@ import (
 
 // ngTestListener opens the nsca-ng listening socket of a test on a free
 // loopback port.
-func ngTestListener(t *testing.T) (string, *os.File) {
+func ngTestListener(t testing.TB) (string, *os.File) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,6 +35,23 @@ func ngTestListener(t *testing.T) (string, *os.File) {
 		t.Fatal(err)
 	}
 	return addr, ln
+}
+
+// ngStartTest starts a listener of one session goroutine for alice on a
+// free loopback port, sending to out; the test's end cancels it.
+func ngStartTest(tb testing.TB, out chan intake.Submission) (addr string, stop, closed chan struct{}, env stage.Env) {
+	tb.Helper()
+	addr, ln := ngTestListener(tb)
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	stop, closed = make(chan struct{}), make(chan struct{})
+	cfg := Config{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
+		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
+	env = stage.Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
+	if err := Start(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
+		tb.Fatal(err)
+	}
+	return addr, stop, closed, env
 }
 
 // one is the identities file of the test: alice, with every right.
@@ -69,17 +86,8 @@ func TestNGOkayAfterAck(t *testing.T) {
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Skip("no openssl command")
 	}
-	addr, ln := ngTestListener(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	out := make(chan intake.Submission, 1)
-	stop, closed := make(chan struct{}), make(chan struct{})
-	cfg := Config{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
-		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
-	env := stage.Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
-	if err := Start(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
-		t.Fatal(err)
-	}
+	addr, stop, closed, _ := ngStartTest(t, out)
 
 	cmd := exec.Command("openssl", "s_client", "-quiet", "-connect", addr, "-psk_identity", "alice",
 		"-psk", hex.EncodeToString([]byte("alice-secret")))
@@ -153,18 +161,9 @@ func TestNGAcceptWaitsForTheQueue(t *testing.T) {
 	if openssl.Available() != nil {
 		t.Skip("no OpenSSL in this build")
 	}
-	addr, ln := ngTestListener(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	out := make(chan intake.Submission, 1)
 	out <- intake.Submission{}
-	stop, closed := make(chan struct{}), make(chan struct{})
-	cfg := Config{Listen: addr, Listener: ln, Threads: 1, MaxSessions: 10, HandshakeTimeout: 5 * time.Second,
-		Timeout: 10 * time.Second, MaxCommandSize: 16384, Ciphers: "PSK", Identities: one{}, Grace: time.Second}
-	env := stage.Env{Stats: counters.NewStats(), Log: counters.NewRateLog(time.Second, 5)}
-	if err := Start(ctx, stop, out, func() { close(closed) }, cfg, env); err != nil {
-		t.Fatal(err)
-	}
+	addr, stop, closed, env := ngStartTest(t, out)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

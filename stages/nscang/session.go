@@ -54,7 +54,10 @@ type session struct {
 	// since. Reading again would only cost a system call: with
 	// edge-triggered polling, new input brings an event.
 	drained bool
-	ended   bool
+	// closeSent: close_notify is queued, the write side shuts once it
+	// is through.
+	closeSent bool
+	ended     bool
 }
 
 // who names the session in messages as nsca-ng does: identity@address.
@@ -72,6 +75,17 @@ func (s *session) who() string {
 // drive moves the session as far as the socket and the pipeline let it.
 func (s *session) drive() {
 	for !s.ended {
+		if s.tls.Pending() {
+			want, err := s.tls.Flush()
+			if err != nil {
+				s.fail(err)
+				return
+			}
+			if want != openssl.Done {
+				s.pollWrite(true)
+				return
+			}
+		}
 		if len(s.out) > 0 {
 			n, want, err := s.tls.Write(s.out)
 			if err != nil {
@@ -88,7 +102,11 @@ func (s *session) drive() {
 		s.pollWrite(false)
 		switch s.state {
 		case stateClosing:
-			s.tls.Shutdown()
+			if !s.closeSent {
+				s.tls.Shutdown()
+				s.closeSent = true
+				continue
+			}
 			unix.Shutdown(s.fd, unix.SHUT_WR)
 			s.state, s.deadline = stateDraining, time.Now().Add(drainFor)
 			continue
@@ -131,6 +149,7 @@ func (s *session) drive() {
 		if n > 0 {
 			s.in = append(s.in, buf[:n]...)
 			s.lastActive = time.Now()
+			s.drained = want == openssl.WantRead
 			continue
 		}
 		s.drained = want == openssl.WantRead
@@ -263,9 +282,10 @@ func (s *session) process() bool {
 		if len(s.in) < s.want {
 			return false
 		}
-		data := s.in[:s.want]
+		// Parsed before what follows it moves over it: a client that
+		// sends its next request behind the data has it in s.in too.
+		s.push(s.in[:s.want])
 		s.in = append(s.in[:0], s.in[s.want:]...)
-		s.push(data)
 		return true
 	}
 	i := bytes.IndexByte(s.in, '\n')
