@@ -19,12 +19,12 @@ func TestNextProcs(t *testing.T) {
 		{"a one-CPU share stays at one", 1, 1, 0.9, 0, 1, 0},
 		{"a load between the thresholds at the ceiling stays", 2, 2, (raiseAt + lowerAt) / 2, 0, 2, 0},
 		{"low load at one P stays", 1, 2, 0.3, 0, 1, 0},
-		{"between the thresholds at one P stays", 1, 2, 0.5, 0, 1, 0},
-		{"high load at one P raises", 1, 3, 0.7, 0, 3, 0},
+		{"between the thresholds at one P stays", 1, 2, (raiseAt + lowerAt) / 2, 0, 1, 0},
+		{"high load at one P raises", 1, 3, raiseAt + 0.05, 0, 3, 0},
 		{"a lowered ceiling applies at once", 4, 2, 1.5, 0, 2, 0},
 		{"a busy ceiling stays", 2, 2, 1.2, 3, 2, 0},
 		{"one quiet interval counts", 2, 2, 0.1, 0, 2, 1},
-		{"a load between the thresholds resets the count", 2, 2, 0.5, 3, 2, 0},
+		{"a load between the thresholds resets the count", 2, 2, (raiseAt + lowerAt) / 2, 3, 2, 0},
 		{"the last quiet interval lowers", 2, 2, 0.1, lowerAfter - 1, 1, 0},
 	}
 	for _, c := range cases {
@@ -53,9 +53,9 @@ func TestProcGovernorFollowsLoad(t *testing.T) {
 	if g.cur != 1 {
 		t.Fatalf("started at %d Ps, want 1", g.cur)
 	}
-	tick(0.7)
+	tick(0.95)
 	if g.cur != 2 {
-		t.Fatalf("%d P after a load of 0.7, want the ceiling, 2", g.cur)
+		t.Fatalf("%d P after a load of 0.95, want the ceiling, 2", g.cur)
 	}
 	for range lowerAfter - 1 {
 		tick(0.1)
@@ -67,9 +67,9 @@ func TestProcGovernorFollowsLoad(t *testing.T) {
 	if g.cur != 1 {
 		t.Fatalf("still %d Ps after %d quiet intervals", g.cur, lowerAfter)
 	}
-	tick(0.5)
+	tick(0.8)
 	if g.cur != 1 {
-		t.Fatalf("raised to %d Ps at a load of 0.5", g.cur)
+		t.Fatalf("raised to %d Ps at a load of 0.8", g.cur)
 	}
 	tick(0.95)
 	if g.cur != 2 {
