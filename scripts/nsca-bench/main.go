@@ -46,6 +46,7 @@ type Options struct {
 	CPUProfile    string
 	Ahead         bool
 	ExecClient    string
+	Burst         bool
 }
 
 func main() {
@@ -117,6 +118,7 @@ func parseFlags(args []string) (Options, error) {
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write nsca-bench's own CPU profile to `FILE`")
 	fs.BoolVar(&o.Ahead, "ahead", false, "open every connection and encrypt all --total checks before the measured part, which then only writes them (--conns at a time)")
 	fs.StringVar(&o.ExecClient, "exec-client", "", "send with this `PROGRAM` (scripts/nsca-load.c) instead of nsca-bench's own clients")
+	fs.BoolVar(&o.Burst, "burst", false, "a fleet arriving: each connection waits for its first check's turn at --rate before it connects (not after), and a connection that fails loses its checks (counted as sent), as send_nsca's would")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -135,6 +137,8 @@ func parseFlags(args []string) (Options, error) {
 		return o, errors.New("--rate and --idle cannot be negative")
 	case o.Ahead && (o.Total == 0 || o.Duration != 0 || o.Rate != 0 || o.ExecClient != ""):
 		return o, errors.New("--ahead takes --total, and neither --duration, --rate nor --exec-client")
+	case o.Burst && (o.Rate == 0 || o.Ahead || o.ExecClient != ""):
+		return o, errors.New("--burst takes --rate, and neither --ahead nor --exec-client")
 	case o.ExecClient != "" && (o.Duration == 0 || o.Total != 0 || o.Legacy || o.Method < 1):
 		return o, errors.New("--exec-client takes --duration and a method from 1 up, and neither --total nor --legacy")
 	}

@@ -217,15 +217,23 @@ func (r *run) sendPrepared() {
 }
 
 // sendLive is client w: a connection at a time, each with the next
-// --checks-per-conn ids, until the ids or the time run out.
+// --checks-per-conn ids, until the ids or the time run out. With --burst
+// the connection is opened at its first check's turn.
 func (r *run) sendLive(w int) {
 	for n := uint64(0); ; n++ {
 		first, count := r.take()
 		if count == 0 {
 			return
 		}
-		cc := r.dial(uint64(w)<<40 | n)
-		if cc == nil {
+		var cc *ClientConn
+		if r.o.Burst {
+			if !r.pace(first) {
+				return
+			}
+			if cc = r.arrive(uint64(w)<<40|n, count); cc == nil {
+				continue
+			}
+		} else if cc = r.dial(uint64(w)<<40 | n); cc == nil {
 			return
 		}
 		r.connections.Add(1)
@@ -260,6 +268,21 @@ func (r *run) dial(seed uint64) *ClientConn {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// arrive is --burst's connect: once, as a send_nsca client of a fleet does
+// at its turn. When it fails, the count checks it was to send are lost:
+// they count as sent and failed, and nil is returned.
+func (r *run) arrive(seed, count uint64) *ClientConn {
+	cc, err := Dial(r.addr, r.cipher, seed, r.o.Timeout)
+	if err != nil {
+		r.dialErrors.Add(1)
+		r.failed.Add(1)
+		r.sentCount.Add(count)
+		r.noteErr(err)
+		return nil
+	}
+	return cc
 }
 
 func (r *run) pastDeadline() bool {
