@@ -47,6 +47,11 @@ type Options struct {
 	Ahead         bool
 	ExecClient    string
 	Burst         bool
+	NGClient      string
+	NGConfig      string
+	NRDP          string
+	NRDPToken     string
+	Spool         string
 }
 
 func main() {
@@ -119,6 +124,11 @@ func parseFlags(args []string) (Options, error) {
 	fs.BoolVar(&o.Ahead, "ahead", false, "open every connection and encrypt all --total checks before the measured part, which then only writes them (--conns at a time)")
 	fs.StringVar(&o.ExecClient, "exec-client", "", "send with this `PROGRAM` (scripts/nsca-load.c) instead of nsca-bench's own clients")
 	fs.BoolVar(&o.Burst, "burst", false, "a fleet arriving: each connection waits for its first check's turn at --rate before it connects (not after), and a connection that fails loses its checks (counted as sent), as send_nsca's would")
+	fs.StringVar(&o.NGClient, "ng-client", "", "send with nsca-ng's send_nsca `PROGRAM` (-c --ng-config), one process per --checks-per-conn results, instead of NSCA packets")
+	fs.StringVar(&o.NGConfig, "ng-config", "", "the `FILE` --ng-client reads (identity, password, server, port)")
+	fs.StringVar(&o.NRDP, "nrdp", "", "post the results to the NRDP server at `URL`, --checks-per-conn per request, instead of NSCA packets")
+	fs.StringVar(&o.NRDPToken, "nrdp-token", "", "the NRDP token")
+	fs.StringVar(&o.Spool, "spool", "", "also read check result files from `DIR` (the real NRDP's check_results_dir), as Nagios' reaper would")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -139,6 +149,10 @@ func parseFlags(args []string) (Options, error) {
 		return o, errors.New("--ahead takes --total, and neither --duration, --rate nor --exec-client")
 	case o.Burst && (o.Rate == 0 || o.Ahead || o.ExecClient != ""):
 		return o, errors.New("--burst takes --rate, and neither --ahead nor --exec-client")
+	case (o.NGClient != "" || o.NRDP != "") && (o.Ahead || o.ExecClient != "" || o.Legacy || o.Idle != 0 || o.Burst):
+		return o, errors.New("--ng-client and --nrdp take neither --ahead, --exec-client, --legacy, --idle nor --burst")
+	case o.NGClient != "" && (o.NGConfig == "" || o.NRDP != ""):
+		return o, errors.New("--ng-client takes --ng-config, and not --nrdp")
 	case o.ExecClient != "" && (o.Duration == 0 || o.Total != 0 || o.Legacy || o.Method < 1):
 		return o, errors.New("--exec-client takes --duration and a method from 1 up, and neither --total nor --legacy")
 	}

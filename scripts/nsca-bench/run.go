@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,9 @@ func Run(o Options, log *os.File) (*Result, error) {
 	}
 	r.sink.Start()
 	defer r.sink.Close()
+	if o.Spool != "" {
+		defer r.sink.WatchSpool(o.Spool, 20*time.Millisecond)()
+	}
 	if err := r.watchServer(); err != nil {
 		return nil, err
 	}
@@ -81,7 +85,7 @@ type run struct {
 	connections atomic.Uint64
 	firstErr    atomic.Pointer[string]
 	nextPrep    atomic.Int64
-	execCPU     time.Duration // the --exec-client program's
+	childCPU    atomic.Int64 // ns of CPU time of the --exec-client or --ng-client processes
 }
 
 // usage is the CPU time the server's tree, nsca-bench, the other processes
@@ -102,6 +106,11 @@ func newResult(o Options, cipher Cipher) *Result {
 		res.Generator = "nsca-bench --ahead"
 	case o.ExecClient != "":
 		res.Generator = filepath.Base(o.ExecClient)
+	case o.NGClient != "":
+		res.Generator = "nsca-ng " + filepath.Base(o.NGClient)
+	case o.NRDP != "":
+		res.Generator = "nsca-bench NRDP"
+		res.PacketSize = 0
 	}
 	return res
 }
@@ -141,7 +150,8 @@ func (r *run) closeIdle() {
 }
 
 // load sends the checks, by the --exec-client program, on the --ahead
-// connections or on --conns live clients, and returns when all are sent.
+// connections, or by --conns live clients (NSCA, --ng-client or --nrdp),
+// and returns when all are sent.
 func (r *run) load() error {
 	if r.o.ServerPID > 0 {
 		r.before.server, _, _ = TreeCPU(r.o.ServerPID)
@@ -162,6 +172,10 @@ func (r *run) load() error {
 	if r.prepared != nil {
 		r.nextID.Store(r.o.Total)
 	}
+	var nrdp *http.Client
+	if r.o.NRDP != "" {
+		nrdp = nrdpClient(r.o.Conns, r.o.Timeout)
+	}
 	var wg sync.WaitGroup
 	for w := range r.o.Conns {
 		if r.o.ExecClient != "" {
@@ -170,9 +184,14 @@ func (r *run) load() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r.prepared != nil {
+			switch {
+			case r.prepared != nil:
 				r.sendPrepared()
-			} else {
+			case r.o.NGClient != "":
+				r.sendNG(w)
+			case nrdp != nil:
+				r.sendNRDP(w, nrdp)
+			default:
 				r.sendLive(w)
 			}
 		}()
@@ -187,7 +206,7 @@ func (r *run) load() error {
 // execLoad runs the --exec-client program and takes its counts.
 func (r *run) execLoad() error {
 	sent, errs, conns, cpu, err := runExecClient(r.o, r.cipher, r.log)
-	r.execCPU = cpu
+	r.childCPU.Add(int64(cpu))
 	r.connections.Store(conns)
 	if err != nil {
 		return err
@@ -336,7 +355,7 @@ func (r *run) drain() error {
 		fmt.Fprintf(r.log, "nsca-bench: only %d of %d checks delivered after %v without a new line\n", r.sink.Delivered.Load(), r.res.Sent, r.o.Quiet)
 	}
 	r.lastLine = r.sink.LastRecv.Load()
-	r.after.self = selfCPU() + r.execCPU
+	r.after.self = selfCPU() + time.Duration(r.childCPU.Load())
 	r.after.busy, r.after.softirq = machineCPU()
 	r.after.others = OthersCPU(r.o.ServerPID)
 	r.wall = time.Since(r.loadStart).Seconds()
