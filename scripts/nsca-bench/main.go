@@ -7,6 +7,7 @@
 // --server-pid it measures the server's CPU time and memory from /proc.
 //
 // Other modes: `nsca-bench report ...` prints the table of a bench.sh run,
+// `nsca-bench table ...` the table of a bench-table.sh run,
 // `nsca-bench freeport` prints a free loopback TCP port, `nsca-bench floor
 // ALGORITHM N` measures libmcrypt's CPU time per packet.
 package main
@@ -63,6 +64,8 @@ func main() {
 			os.Exit(freePortMain())
 		case "floor":
 			os.Exit(floorMain(os.Args[2:]))
+		case "table":
+			os.Exit(tableMain(os.Args[2:]))
 		}
 	}
 	o, err := parseFlags(os.Args[1:])

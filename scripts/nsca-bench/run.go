@@ -453,7 +453,31 @@ func (r *run) latency() {
 			lat = append(lat, max(rc-s, 0))
 		}
 	}
+	if len(lat) == 0 {
+		lat = latencyByOrder(r.sent, issued, r.sink.FloorArrivals())
+		r.res.LatencyByOrder = len(lat) > 0
+	}
 	r.res.LatencyP50Ms, r.res.LatencyP99Ms, r.res.LatencyMaxMs = percentilesMs(lat)
+}
+
+// latencyByOrder estimates the latencies of lines that carry no id
+// (floor_server's): the k-th line read is taken for the k-th check sent,
+// which holds while the server handles checks in the order they arrive
+// (one check per connection, arrivals spread out, as in --burst).
+func latencyByOrder(sent *times, issued uint64, arrivals []int64) []int64 {
+	var at []int64
+	for id := range issued {
+		if s := sent.get(id); s != 0 {
+			at = append(at, s)
+		}
+	}
+	slices.Sort(at)
+	slices.Sort(arrivals)
+	lat := make([]int64, 0, min(len(at), len(arrivals)))
+	for i := range min(len(at), len(arrivals)) {
+		lat = append(lat, max(arrivals[i]-at[i], 0))
+	}
+	return lat
 }
 
 func selfCPU() time.Duration {
