@@ -21,6 +21,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cipher.GoAES = o.GoAES
 	r := &run{o: o, log: log, cipher: cipher, res: newResult(o, cipher),
 		addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), start: time.Now(), sent: new(times), recv: new(times)}
 	if r.sink, err = OpenSink(o.FIFO, r.clock, r.recv); err != nil {
