@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,6 +35,9 @@ func Run(o Options, log *os.File) (*Result, error) {
 	}
 	if err := r.watchServer(); err != nil {
 		return nil, err
+	}
+	if o.Burst {
+		r.slots = make(chan struct{}, runtime.GOMAXPROCS(0))
 	}
 	r.holdIdle()
 	defer r.closeIdle()
@@ -86,7 +90,12 @@ type run struct {
 	connections atomic.Uint64
 	firstErr    atomic.Pointer[string]
 	nextPrep    atomic.Int64
-	childCPU    atomic.Int64 // ns of CPU time of the --exec-client or --ng-client processes
+	// slots bounds the --burst clients encrypting and writing at once to
+	// GOMAXPROCS: the others wait parked, not runnable, so that the FIFO
+	// reader is not queued behind thousands of goroutines for a P (which
+	// would add seconds to the latencies it clocks).
+	slots    chan struct{}
+	childCPU atomic.Int64 // ns of CPU time of the --exec-client or --ng-client processes
 }
 
 // usage is the CPU time the server's tree, nsca-bench, the other processes
@@ -261,12 +270,20 @@ func (r *run) sendLive(w int) {
 			if r.pastDeadline() || !r.pace(id) {
 				break
 			}
-			if err := cc.Send(ResultFor(id)); err != nil {
+			if r.slots != nil {
+				r.slots <- struct{}{}
+			}
+			err := cc.Send(ResultFor(id))
+			now := r.clock()
+			if r.slots != nil {
+				<-r.slots
+			}
+			if err != nil {
 				r.failed.Add(1)
 				r.noteErr(err)
 				break
 			}
-			r.sent.set(id, r.clock())
+			r.sent.set(id, now)
 			r.sentCount.Add(1)
 		}
 		cc.Close()
