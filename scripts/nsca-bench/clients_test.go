@@ -41,7 +41,7 @@ func TestNGClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := "#!/bin/sh\n[ \"$1\" = -c ] || exit 2\n" +
-		`awk -F'\t' '{printf "[1] PROCESS_SERVICE_CHECK_RESULT;%s;%s;%s;%s\n", $1, $2, $3, $4}' >> "$(cat "$2")"` + "\n"
+		`awk -F'\t' 'BEGIN{RS="\027"} NF {printf "[1] PROCESS_SERVICE_CHECK_RESULT;%s;%s;%s;%s\n", $1, $2, $3, $4}' >> "$(cat "$2")"` + "\n"
 	if err := os.WriteFile(prog, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,10 @@ func (r *run) sendNG(w int) {
 }
 
 // ngLine is check id as nsca-ng's send_nsca reads it: host, service,
-// return code and output separated by tabs, one result a line.
+// return code and output separated by tabs, and ended by its default
+// separator between results, ETB (^W: a newline would belong to the
+// output).
 func ngLine(id uint64) string {
 	res := ResultFor(id)
-	return res.Host + "\t" + res.Service + "\t" + strconv.Itoa(int(res.ReturnCode)) + "\t" + res.Output + "\n"
+	return res.Host + "\t" + res.Service + "\t" + strconv.Itoa(int(res.ReturnCode)) + "\t" + res.Output + "\x17"
 }
