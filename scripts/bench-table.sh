@@ -246,7 +246,7 @@ row() {
 
 ALL="floor_server|ours|ours w2|C++|stock"
 PACED=(--exec-client "$LOAD" --conns 8 --duration "${D}s")
-R="$(printf "%'d" "$RATE" 2> /dev/null || echo "$RATE")"
+R="$(echo "$RATE" | sed -E ':a;s/([0-9])([0-9]{3})($|,)/\1,\2\3/;ta')" # 2000 -> 2,000
 echo "== Runs"
 row "x20: XOR, 20 checks/conn, 8 send_nsca-paced clients, $R checks/s" nsca 1 "$ALL" "${PACED[@]}" --checks-per-conn 20 --rate "$RATE"
 row "x1: XOR, 1 check/conn, 8 send_nsca-paced clients, 1,000 checks/s" nsca 1 "$ALL" "${PACED[@]}" --checks-per-conn 1 --rate 1000

@@ -36,15 +36,15 @@ func TestBenchTable(t *testing.T) {
 		"| workload | ours | ours w2 | stock | nsca-ng-server | floor_server | delivered/sent | ours against |",
 		"| XOR, 20 checks/conn, 2,000/s | 9.0 µs, 1,999/s | 13.0 µs, 2,000/s | - | - | 5.0 µs, 2,000/s | all | 1.80x floor_server |",
 		"| stock 40/50 | 1.67x floor_server |",
-		"| AES, 10,000 connections in 1 s | 40.0 µs; 0.50 / 4.00 ms |",
+		"| AES, 10,000 connections in 1 s | 40.0 µs, 9,000/s; 0.50 / 4.00 ms |",
 		"2.00x floor_server, p99 2.00x |",
 		"| XOR 20/conn paced: ours <= 2x floor | ours 9.0 µs, floor 5.0 µs: 1.80x | met    |",
 		"| XOR 1/conn paced: ours <= 1.4x floor | ours 50.0 µs, floor 30.0 µs: 1.67x | missed |",
-		"| ours w2 <= 1.15x ours w0, XOR, 20 checks/conn, 2,000/s | w2 13.0 µs, w0 9.0 µs: 1.44x | missed |",
+		"| ours w2 <= 1.15x ours w0, XOR 20/conn paced | w2 13.0 µs, w0 9.0 µs: 1.44x | missed |",
 		"| 3DES 150 µs; 2 x 60.0 + 50.0 = 170 µs | met    |",
 		"| ours 10,000/10,000, p99 4.00 ms; floor_server 10,000/10,000, p99 2.00 ms | met    |",
-		"nsca-ng, nsca-ng, 8 x 500: ours <= nsca-ng-server | ours 10.0 µs, nsca-ng-server 20.0 µs: 0.50x | met    |",
-		"ours <= nsca-ng-server | not measured | n/a |",
+		"| nsca-ng (a), long sessions: ours <= nsca-ng-server | ours 10.0 µs, nsca-ng-server 20.0 µs: 0.50x | met    |",
+		"| nsca-ng (b), a session per result: ours <= nsca-ng-server | not measured | n/a |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in\n%s", want, out)
