@@ -37,7 +37,8 @@
 #    and 100 clients x 1 result per session; ours against nsca-ng-server;
 #  - NRDP, 4 clients posting 1 and 100 results per request: ours against
 #    the PHP NRDP, whose results are check result files (its submitcheck
-#    writes no command file line), read as Nagios' reaper would.
+#    writes no command file line), read as Nagios' reaper would; php -S
+#    logs every request to its output (a file here), part of its cost.
 # nsca-bench plays the monitoring core for all: it reads the FIFO and
 # matches every line to the result sent. Each run is a fresh daemon; the
 # daemons of a workload take turns, BENCH_TABLE_REPS rounds (default 2, 1
@@ -248,12 +249,12 @@ ALL="floor_server|ours|ours w2|C++|stock"
 PACED=(--exec-client "$LOAD" --conns 8 --duration "${D}s")
 R="$(echo "$RATE" | sed -E ':a;s/([0-9])([0-9]{3})($|,)/\1,\2\3/;ta')" # 2000 -> 2,000
 echo "== Runs"
-row "x20: XOR, 20 checks/conn, 8 send_nsca-paced clients, $R checks/s" nsca 1 "$ALL" "${PACED[@]}" --checks-per-conn 20 --rate "$RATE"
-row "x1: XOR, 1 check/conn, 8 send_nsca-paced clients, 1,000 checks/s" nsca 1 "$ALL" "${PACED[@]}" --checks-per-conn 1 --rate 1000
-row "d3: native 3DES, 1 check/conn, 8 send_nsca-paced clients, 300 checks/s" nsca 3 "ours|ours w2|C++|stock" "${PACED[@]}" --checks-per-conn 1 --rate 300
-row "x1s: XOR, 1 check/conn, 8 send_nsca-paced clients, 300 checks/s" nsca 1 "floor_server|ours|ours w2" "${PACED[@]}" --checks-per-conn 1 --rate 300
-row "sat: XOR, 20 checks/conn, 8 send_nsca-paced clients, unpaced (saturation)" nsca 1 "$ALL" "${PACED[@]}" --checks-per-conn 20
-row "burst: AES, 10,000 connections arriving within 1 s, 1 check each (p50 / p99 latency)" nsca 14 "$ALL" \
+row "x20: XOR, 20 checks/conn, 8 send_nsca-like clients paced at $R checks/s" nsca 1 "$ALL" "${PACED[@]}" --checks-per-conn 20 --rate "$RATE"
+row "x1: XOR, 1 check/conn, 8 send_nsca-like clients paced at 1,000 checks/s" nsca 1 "$ALL" "${PACED[@]}" --checks-per-conn 1 --rate 1000
+row "d3: 3DES (ours: native engine), 1 check/conn, 8 send_nsca-like clients paced at 300 checks/s" nsca 3 "ours|ours w2|C++|stock" "${PACED[@]}" --checks-per-conn 1 --rate 300
+row "x1s: XOR, 1 check/conn, 8 send_nsca-like clients paced at 300 checks/s" nsca 1 "floor_server|ours|ours w2" "${PACED[@]}" --checks-per-conn 1 --rate 300
+row "sat: XOR, 20 checks/conn, 8 send_nsca-like clients, unpaced (saturation)" nsca 1 "$ALL" "${PACED[@]}" --checks-per-conn 20
+row "burst: AES, 10,000 connections sent to arrive within 1 s, 1 check each (p50 / p99 latency)" nsca 14 "$ALL" \
   --burst --go-aes --rate 10000 --total 10000 --conns 10000 --checks-per-conn 1 --drain 5s
 if [ -n "$NGCLIENT" ]; then
   row "ng-a: nsca-ng, 8 clients x 500 results per session" ng 1 "ours|nsca-ng-server" --conns 8 --checks-per-conn 500 --duration "${D}s"
