@@ -232,14 +232,17 @@ measure() {
 }
 
 # row WORKLOAD KIND METHOD DAEMONS ARGS...: REPS rounds in which each of
-# DAEMONS (|-separated) that is here runs once, a fresh process each time.
+# DAEMONS (|-separated) that is here runs once, a fresh process each time;
+# each round starts one daemon further down the list, so that no daemon is
+# always the first (or the last) of a row.
 row() {
-  local w="$1" kind="$2" m="$3" d list
+  local w="$1" kind="$2" m="$3" d list rep i
   IFS='|' read -ra list <<< "$4"
   shift 4
   if [ -n "${BENCH_TABLE_ONLY:-}" ] && [[ " $BENCH_TABLE_ONLY " != *" ${w%%:*} "* ]]; then return 0; fi
-  for _ in $(seq 1 "$REPS"); do
-    for d in "${list[@]}"; do
+  for rep in $(seq 0 $((REPS - 1))); do
+    for i in "${!list[@]}"; do
+      d="${list[$(((i + rep) % ${#list[@]}))]}"
       if available "$d"; then measure "$w" "$kind" "$m" "$d" "$@"; fi
     done
   done
