@@ -70,6 +70,7 @@ BENCH="$WORK/nsca-bench"
 DPID="" DPORT=""
 . scripts/bench-lib.sh
 
+# cleanup: stops the daemon running, if any, and removes WORK.
 cleanup() {
   stop_daemon
   if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
@@ -110,7 +111,7 @@ else
   NGCLIENT="" NGSERVER=""
 fi
 # The real NRDP: a copy of its server directory, configured for this run.
-NRDP_SRV="" SPOOL="$WORK/nrdp-spool"
+NRDP_SRV="" NRDP_LINE="" SPOOL="$WORK/nrdp-spool"
 if [ -z "$NRDP_DIR" ]; then
   echo "NOTE:    NRDP_SERVER_DIR is unset: the real NRDP is skipped (github:NagiosEnterprises/nrdp, run with php -S)"
 elif ! command -v php > /dev/null; then
@@ -132,11 +133,17 @@ else
 \$cfg["allow_old_results"] = false;
 \$cfg["debug"] = false;
 PHP
-    echo "NRDP:    $NRDP_DIR ($(php -r 'echo PHP_VERSION;') php -S)"
+    NRDP_LINE="NRDP (PHP) = $NRDP_DIR under php -S (PHP $(php -r 'echo PHP_VERSION;'))"
   else
     echo "NOTE:    NRDP_SERVER_DIR=${NRDP_SERVER_DIR} holds no NRDP server (index.php, config.inc.php): the real NRDP is skipped"
   fi
 fi
+echo "daemons: ours = this checkout's ./nsca, nsca_workers=0 (ours w2: 2), decryption_engine auto"
+[ -z "$CPP" ] || echo "         C++ = $CPP, 2 workers x 2 threads"
+[ ! -x "$STOCK" ] || echo "         stock = $STOCK --single (version $("$STOCK" -V 2>&1 | sed -n 's/^Version: //p'))"
+[ -z "$FLOORSRV" ] || echo "         floor_server = $FLOOR_SRC (gcc -O2)"
+[ -z "$NGSERVER" ] || echo "         nsca-ng-server and its send_nsca = Debian's $(basename "$(ls "${NSCA_NG_DEBS:-/tmp/nsca_fast-nsca-ng-debs}"/nsca-ng-server_*.deb | head -1)" .deb)"
+[ -z "$NRDP_LINE" ] || echo "         $NRDP_LINE"
 echo
 mkfifo "$FIFO" # before any daemon starts: stock would otherwise write to alternate_dump_file
 
