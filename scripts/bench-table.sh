@@ -7,8 +7,8 @@
 # replaces), then the targets, each met or missed.
 #
 #   NSCA_FAST_CPP=/tmp/nsca_fast_cpp/nsca NRDP_SERVER_DIR=/tmp/nrdp-real \
-#     bash scripts/bench-table.sh                      # ~10 minutes on 2 cores
-#   BENCH_TABLE_QUICK=1 ... bash scripts/bench-table.sh  # ~3-4 minutes
+#     bash scripts/bench-table.sh                      # ~8-9 minutes on 2 cores
+#   BENCH_TABLE_QUICK=1 ... bash scripts/bench-table.sh  # ~2.5 minutes
 #
 # Daemons: ours (./nsca built by scripts/build.sh from this checkout,
 # nsca_workers=0, and "ours w2", nsca_workers=2), the C++ nsca_fast
@@ -31,8 +31,10 @@
 #    at the same 300/s, and XOR 20 per connection unpaced (saturation);
 #  - a fleet's burst: 10,000 connections arriving within one second, AES
 #    (method 14), one check each (`nsca-bench --burst`, encrypting with
-#    crypto/aes so that the generator leaves the cores to the daemons):
-#    delivered/sent and latency from the write to the line in the FIFO;
+#    crypto/aes so that the generator leaves the cores to the daemons; it
+#    still needs ~0.3 ms of CPU per connection, so on 2 shared cores the
+#    arrivals spread over 2-3 s): delivered/sent and latency from the write
+#    to the line in the FIFO;
 #  - nsca-ng with Debian's send_nsca: 8 clients x 500 results per session,
 #    and 100 clients x 1 result per session; ours against nsca-ng-server;
 #  - NRDP, 4 clients posting 1 and 100 results per request: ours against
@@ -45,7 +47,8 @@
 # in quick mode), and a cell keeps the run with the least CPU per result
 # (other load on the machine only ever adds). Runs last BENCH_TABLE_D
 # seconds (default 5, 2 in quick mode); BENCH_TABLE_ONLY="x20 ng-a ..."
-# runs only the rows with those ids. The raw line of every run is
+# runs only the rows with those ids (x20 x1 d3 x1s sat burst ng-a ng-b
+# nrdp1 nrdp100). The raw line of every run is
 # printed as it ends, then the tables. Every process started here is
 # stopped by its PID; the temporary directory is under /tmp (BENCH_KEEP=1
 # keeps it).
