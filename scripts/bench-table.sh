@@ -136,7 +136,7 @@ else
 \$cfg["allow_old_results"] = false;
 \$cfg["debug"] = false;
 PHP
-    NRDP_LINE="NRDP (PHP) = $NRDP_DIR under php -S (PHP $(php -r 'echo PHP_VERSION;'))"
+    NRDP_LINE="NRDP (PHP) = $NRDP_DIR, NRDP $(sed -n 's/.*"PRODUCT_VERSION", *"\([^"]*\)".*/\1/p' "$NRDP_DIR/includes/constants.inc.php" 2> /dev/null), under php -S (PHP $(php -r 'echo PHP_VERSION;'))"
   else
     echo "NOTE:    NRDP_SERVER_DIR=${NRDP_SERVER_DIR} holds no NRDP server (index.php, config.inc.php): the real NRDP is skipped"
   fi
