@@ -30,7 +30,7 @@ func TestBenchTable(t *testing.T) {
 		r("ng-a: nsca-ng, 8 x 500", tOurs, 10, 5000, 10, 10), r("ng-a: nsca-ng, 8 x 500", tNG, 20, 5000, 10, 10),
 	}
 	var b bytes.Buffer
-	printTable(&b, all, map[string]float64{cipherUs: 50000})
+	printTable(&b, all, map[string]float64{cipherKey: 50000})
 	out := b.String()
 	for _, want := range []string{
 		"| workload | ours | ours w2 | stock | nsca-ng-server | floor_server | delivered/sent | ours against |",
