@@ -90,3 +90,71 @@ cpu_model() {
 checkout_commit() {
   echo "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src stages cgo conf 2>/dev/null || echo ' + uncommitted changes')"
 }
+
+# start_nsca BIN WORKERS METHOD EXTRA [ARGS...]: nsca_fast (this
+# checkout's, or the C++ one, which reads the same nsca.cfg) in the
+# foreground on a free loopback port (DPORT), nsca_workers=WORKERS with 2
+# threads each, no packet age check; EXTRA (printf %b) adds option lines,
+# ARGS go on its command line. It waits for WAIT_PORT (default DPORT) to
+# listen. Its log is $WORK/nsca-DPORT.log.
+start_nsca() {
+  local bin="$1" workers="$2" method="$3" extra="$4" cfg
+  shift 4
+  DPORT="$("$BENCH" freeport)"
+  cfg="$WORK/nsca-$DPORT.cfg"
+  {
+    echo "pid_file=$WORK/nsca-$DPORT.pid"
+    echo "server_port=$DPORT"
+    echo "server_address=127.0.0.1"
+    echo "command_file=$FIFO"
+    echo "alternate_dump_file=$WORK/nsca-dump"
+    echo "password=$PASSWORD"
+    echo "decryption_method=$method"
+    echo "decryption_mode=1"
+    echo "nsca_workers=$workers"
+    echo "nsca_threads_per_worker=2"
+    echo "max_packet_age_enabled=0"
+    printf '%b' "$extra"
+  } > "$cfg"
+  chmod 600 "$cfg"
+  "$bin" -c "$cfg" -f "$@" > "$WORK/nsca-$DPORT.log" 2>&1 &
+  DPID=$!
+  wait_listen "${WAIT_PORT:-$DPORT}" "$DPID" "$WORK/nsca-$DPORT.log"
+}
+
+# start_fifo_writer PORT LOG CMD...: CMD in the background (DPID), its
+# output to LOG, with a reader of the FIFO held open here until PORT
+# listens: floor_server opens the FIFO at start (and would block without a
+# reader), nsca-ng checks it at start (and without a reader queues the
+# results for a later try). nsca-bench opens its own before any client
+# connects.
+start_fifo_writer() {
+  local port="$1" log="$2" rc=0
+  shift 2
+  exec 3<>"$FIFO"
+  "$@" > "$log" 2>&1 3<&- &
+  DPID=$!
+  wait_listen "$port" "$DPID" "$log" || rc=1
+  exec 3<&-
+  return $rc
+}
+
+# start_floor_server BIN: floor_server (../shared/bench/floor_server.c
+# built) on a free port.
+start_floor_server() {
+  DPORT="$("$BENCH" freeport)"
+  start_fifo_writer "$DPORT" "$WORK/floor-$DPORT.log" "$1" "$DPORT" "$FIFO"
+}
+
+# ng_unpack DIR: Debian's nsca-ng-client and nsca-ng-server packages,
+# downloaded into NSCA_NG_DEBS (default /tmp/nsca_fast-nsca-ng-debs, as
+# tests/ do) unless there, unpacked into DIR: DIR/usr/sbin/send_nsca (the
+# client) and DIR/usr/sbin/nsca-ng (the server).
+ng_unpack() {
+  local debs="${NSCA_NG_DEBS:-/tmp/nsca_fast-nsca-ng-debs}" d
+  if ! ls "$debs"/nsca-ng-client_*.deb "$debs"/nsca-ng-server_*.deb > /dev/null 2>&1; then
+    mkdir -p "$debs"
+    (cd "$debs" && apt-get download nsca-ng-client nsca-ng-server > /dev/null)
+  fi
+  for d in "$debs"/nsca-ng-client_*.deb "$debs"/nsca-ng-server_*.deb; do dpkg-deb -x "$d" "$1"; done
+}

@@ -71,3 +71,32 @@ func TestExecClientAgainstStock(t *testing.T) {
 		})
 	}
 }
+
+// --burst opens each connection at its turn, one check each, so the
+// connections arrive spread over Total/Rate seconds, and all deliver.
+func TestBurstAgainstStock(t *testing.T) {
+	res := runAgainstStock(t, Options{Method: 14, ChecksPerConn: 1, Conns: 20, Total: 20, Rate: 200, Burst: true})
+	if res.Sent != 20 || res.Connections != 20 || res.DialErrors != 0 {
+		t.Errorf("sent %d on %d connections (%d dial errors), want 20 on 20", res.Sent, res.Connections, res.DialErrors)
+	}
+	if res.SendSeconds < 0.09 {
+		t.Errorf("sent in %.3f s, want the 20 arrivals spread over at least 0.095 s at 200/s", res.SendSeconds)
+	}
+	if res.LatencyMaxMs <= 0 {
+		t.Errorf("no latency measured: %+v", res)
+	}
+}
+
+// --burst counts the checks of a connection that could not be opened as
+// sent and failed: lost, as a send_nsca client's would be.
+func TestBurstLosesRefusedConnections(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "nagios.cmd")
+	res, err := Run(Options{Host: "127.0.0.1", Port: freePort(t), Method: 1, Password: "x", ChecksPerConn: 1, Conns: 3,
+		Total: 3, Rate: 1000, Burst: true, FIFO: fifo, Quiet: 100 * time.Millisecond, Timeout: time.Second}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 3 || res.Delivered != 0 || res.Failed != 3 || res.DialErrors != 3 {
+		t.Errorf("sent %d delivered %d failed %d dial errors %d, want 3 sent and lost", res.Sent, res.Delivered, res.Failed, res.DialErrors)
+	}
+}

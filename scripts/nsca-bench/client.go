@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/aes"
+	gocipher "crypto/cipher"
 	crand "crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
@@ -24,6 +26,9 @@ type Cipher struct {
 	Algorithm string // libmcrypt name, for Method >= 2
 	Password  []byte
 	Legacy    bool // 720-byte packets, as send_nsca --legacy-2-7-mode
+	// GoAES encrypts method 14 with Go's crypto/aes (AES-NI) instead of
+	// libmcrypt: the same bytes for a fraction of the generator's CPU.
+	GoAES bool
 }
 
 // NewCipher checks that method is one send_nsca can use and names its
@@ -59,7 +64,8 @@ type Encoder struct {
 	cipher    Cipher
 	iv        [codec.IVSize]byte
 	timestamp uint32
-	module    *mcrypt.Module // nil for methods 0 and 1
+	module    *mcrypt.Module // nil for methods 0 and 1, and with GoAES
+	aes       *cfb8          // GoAES's
 	keystream []byte         // method 1: IV and password XORed, one packet long
 	rng       *rand.ChaCha8
 	pkt       []byte
@@ -86,6 +92,17 @@ func NewEncoder(c Cipher, init []byte, seed uint64) (*Encoder, error) {
 		// codec.XOR.
 		e.keystream = make([]byte, len(e.pkt))
 		codec.XOR(e.keystream, e.iv[:], c.Password, 0)
+	}
+	if c.Method == 14 && c.GoAES {
+		var key [32]byte // rijndael-128's key size in libmcrypt: AES-256
+		copy(key[:], c.Password)
+		b, err := aes.NewCipher(key[:])
+		if err != nil {
+			return nil, err
+		}
+		e.aes = &cfb8{b: b}
+		copy(e.aes.reg[:], e.iv[:])
+		return e, nil
 	}
 	if c.Method >= 2 {
 		m, err := mcrypt.Open(c.Algorithm)
@@ -128,10 +145,30 @@ func (e *Encoder) Build(r codec.Result) []byte {
 	case e.cipher.Method == 0:
 	case e.cipher.Method == 1:
 		subtle.XORBytes(e.pkt, e.pkt, e.keystream)
+	case e.aes != nil:
+		e.aes.encrypt(e.pkt)
 	default:
 		e.module.Encrypt(e.pkt)
 	}
 	return e.pkt
+}
+
+// cfb8 is libmcrypt's "cfb" mode (8-bit CFB) over a 16-byte block cipher:
+// each byte is XORed with the first byte of the encrypted register, then
+// shifted into it.
+type cfb8 struct {
+	b   gocipher.Block
+	reg [16]byte
+	ks  [16]byte
+}
+
+func (c *cfb8) encrypt(buf []byte) {
+	for i := range buf {
+		c.b.Encrypt(c.ks[:], c.reg[:])
+		buf[i] ^= c.ks[0]
+		copy(c.reg[:15], c.reg[1:])
+		c.reg[15] = buf[i]
+	}
 }
 
 // Close releases the libmcrypt instance.

@@ -289,3 +289,24 @@ func TestSinkMatching(t *testing.T) {
 		t.Fatal("receive times not recorded by id")
 	}
 }
+
+// GoAES's packets are libmcrypt's, byte for byte, across the packets of a
+// connection.
+func TestGoAESIsLibmcrypt(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, pw := range []string{"pw", "a password longer than the thirty-two bytes of the key"} {
+		c, err := NewCipher(14, pw, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		init := initPacket(r, 1700000000)
+		want := streamOf(t, c, init, []uint64{1, 2, 3})
+		c.GoAES = true
+		got := streamOf(t, c, init, []uint64{1, 2, 3})
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("password %q: packet %d differs from libmcrypt's", pw, i)
+			}
+		}
+	}
+}

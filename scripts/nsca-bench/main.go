@@ -7,6 +7,7 @@
 // --server-pid it measures the server's CPU time and memory from /proc.
 //
 // Other modes: `nsca-bench report ...` prints the table of a bench.sh run,
+// `nsca-bench table ...` the table of a bench-table.sh run,
 // `nsca-bench freeport` prints a free loopback TCP port, `nsca-bench floor
 // ALGORITHM N` measures libmcrypt's CPU time per packet.
 package main
@@ -46,6 +47,13 @@ type Options struct {
 	CPUProfile    string
 	Ahead         bool
 	ExecClient    string
+	Burst         bool
+	NGClient      string
+	NGConfig      string
+	NRDP          string
+	NRDPToken     string
+	Spool         string
+	GoAES         bool
 }
 
 func main() {
@@ -57,6 +65,8 @@ func main() {
 			os.Exit(freePortMain())
 		case "floor":
 			os.Exit(floorMain(os.Args[2:]))
+		case "table":
+			os.Exit(tableMain(os.Args[2:]))
 		}
 	}
 	o, err := parseFlags(os.Args[1:])
@@ -117,6 +127,13 @@ func parseFlags(args []string) (Options, error) {
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write nsca-bench's own CPU profile to `FILE`")
 	fs.BoolVar(&o.Ahead, "ahead", false, "open every connection and encrypt all --total checks before the measured part, which then only writes them (--conns at a time)")
 	fs.StringVar(&o.ExecClient, "exec-client", "", "send with this `PROGRAM` (scripts/nsca-load.c) instead of nsca-bench's own clients")
+	fs.BoolVar(&o.Burst, "burst", false, "a fleet arriving: each connection waits for its first check's turn at --rate before it connects (not after), and a connection that fails loses its checks (counted as sent), as send_nsca's would")
+	fs.StringVar(&o.NGClient, "ng-client", "", "send with nsca-ng's send_nsca `PROGRAM` (-c --ng-config), one process per --checks-per-conn results, instead of NSCA packets")
+	fs.StringVar(&o.NGConfig, "ng-config", "", "the `FILE` --ng-client reads (identity, password, server, port)")
+	fs.StringVar(&o.NRDP, "nrdp", "", "post the results to the NRDP server at `URL`, --checks-per-conn per request, instead of NSCA packets")
+	fs.StringVar(&o.NRDPToken, "nrdp-token", "", "the NRDP token")
+	fs.StringVar(&o.Spool, "spool", "", "also read check result files from `DIR` (the real NRDP's check_results_dir), as Nagios' reaper would")
+	fs.BoolVar(&o.GoAES, "go-aes", false, "encrypt method 14 with Go's crypto/aes (AES-NI) instead of libmcrypt: the same packets for a fraction of the generator's CPU")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -135,6 +152,12 @@ func parseFlags(args []string) (Options, error) {
 		return o, errors.New("--rate and --idle cannot be negative")
 	case o.Ahead && (o.Total == 0 || o.Duration != 0 || o.Rate != 0 || o.ExecClient != ""):
 		return o, errors.New("--ahead takes --total, and neither --duration, --rate nor --exec-client")
+	case o.Burst && (o.Rate == 0 || o.Ahead || o.ExecClient != ""):
+		return o, errors.New("--burst takes --rate, and neither --ahead nor --exec-client")
+	case (o.NGClient != "" || o.NRDP != "") && (o.Ahead || o.ExecClient != "" || o.Legacy || o.Idle != 0 || o.Burst):
+		return o, errors.New("--ng-client and --nrdp take neither --ahead, --exec-client, --legacy, --idle nor --burst")
+	case o.NGClient != "" && (o.NGConfig == "" || o.NRDP != ""):
+		return o, errors.New("--ng-client takes --ng-config, and not --nrdp")
 	case o.ExecClient != "" && (o.Duration == 0 || o.Total != 0 || o.Legacy || o.Method < 1):
 		return o, errors.New("--exec-client takes --duration and a method from 1 up, and neither --total nor --legacy")
 	}

@@ -42,6 +42,9 @@ type Result struct {
 	LatencyP50Ms float64 `json:"latency_p50_ms"`
 	LatencyP99Ms float64 `json:"latency_p99_ms"`
 	LatencyMaxMs float64 `json:"latency_max_ms"`
+	// LatencyByOrder: the lines carried no id (floor_server's), and the
+	// latencies pair the k-th line read with the k-th check sent.
+	LatencyByOrder bool `json:"latency_by_order,omitempty"`
 
 	ServerPID      int     `json:"server_pid,omitempty"`
 	ServerProcs    int     `json:"server_procs,omitempty"`
@@ -106,7 +109,11 @@ func (r *Result) Print(w *os.File) {
 	}
 	fmt.Fprintf(w, "rate:     %.1f checks/s (%.2f s from the first send to the last line; sending took %.2f s)\n", r.ChecksPerSec, r.ElapsedSeconds, r.SendSeconds)
 	fmt.Fprintf(w, "client:   nsca-bench used %.2f µs CPU per check; the machine was %.2f cores busy, %.2f of them neither server nor nsca-bench (softirq %.2f)\n", r.ClientCPUUsPerCheck, r.MachineBusyCores, r.OtherCores, r.SoftirqCores)
-	fmt.Fprintf(w, "latency:  p50 %.3f ms, p99 %.3f ms, max %.3f ms (last byte written to line read)\n", r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyMaxMs)
+	how := "last byte written to line read"
+	if r.LatencyByOrder {
+		how += ", the k-th line taken for the k-th check: the lines carry no id"
+	}
+	fmt.Fprintf(w, "latency:  p50 %.3f ms, p99 %.3f ms, max %.3f ms (%s)\n", r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyMaxMs, how)
 	if r.ServerPID > 0 {
 		fmt.Fprintf(w, "server:   CPU %.3f s in %d process(es): %.2f µs per check, %.2f µs per connection\n", r.ServerCPUSec, r.ServerProcs, r.CPUUsPerCheck, r.CPUUsPerConn)
 		fmt.Fprintf(w, "memory:   RSS peak %.1f MB (before %.1f MB", mb(r.RSSPeakKB), mb(r.RSSBeforeKB))

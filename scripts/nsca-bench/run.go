@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -20,6 +22,7 @@ func Run(o Options, log *os.File) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cipher.GoAES = o.GoAES
 	r := &run{o: o, log: log, cipher: cipher, res: newResult(o, cipher),
 		addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), start: time.Now(), sent: new(times), recv: new(times)}
 	if r.sink, err = OpenSink(o.FIFO, r.clock, r.recv); err != nil {
@@ -27,8 +30,14 @@ func Run(o Options, log *os.File) (*Result, error) {
 	}
 	r.sink.Start()
 	defer r.sink.Close()
+	if o.Spool != "" {
+		defer r.sink.WatchSpool(o.Spool, 20*time.Millisecond)()
+	}
 	if err := r.watchServer(); err != nil {
 		return nil, err
+	}
+	if o.Burst {
+		r.slots = make(chan struct{}, runtime.GOMAXPROCS(0))
 	}
 	r.holdIdle()
 	defer r.closeIdle()
@@ -81,7 +90,12 @@ type run struct {
 	connections atomic.Uint64
 	firstErr    atomic.Pointer[string]
 	nextPrep    atomic.Int64
-	execCPU     time.Duration // the --exec-client program's
+	// slots bounds the --burst clients encrypting and writing at once to
+	// GOMAXPROCS: the others wait parked, not runnable, so that the FIFO
+	// reader is not queued behind thousands of goroutines for a P (which
+	// would add seconds to the latencies it clocks).
+	slots    chan struct{}
+	childCPU atomic.Int64 // ns of CPU time of the --exec-client or --ng-client processes
 }
 
 // usage is the CPU time the server's tree, nsca-bench, the other processes
@@ -102,6 +116,11 @@ func newResult(o Options, cipher Cipher) *Result {
 		res.Generator = "nsca-bench --ahead"
 	case o.ExecClient != "":
 		res.Generator = filepath.Base(o.ExecClient)
+	case o.NGClient != "":
+		res.Generator = "nsca-ng " + filepath.Base(o.NGClient)
+	case o.NRDP != "":
+		res.Generator = "nsca-bench NRDP"
+		res.PacketSize = 0
 	}
 	return res
 }
@@ -141,7 +160,8 @@ func (r *run) closeIdle() {
 }
 
 // load sends the checks, by the --exec-client program, on the --ahead
-// connections or on --conns live clients, and returns when all are sent.
+// connections, or by --conns live clients (NSCA, --ng-client or --nrdp),
+// and returns when all are sent.
 func (r *run) load() error {
 	if r.o.ServerPID > 0 {
 		r.before.server, _, _ = TreeCPU(r.o.ServerPID)
@@ -162,6 +182,10 @@ func (r *run) load() error {
 	if r.prepared != nil {
 		r.nextID.Store(r.o.Total)
 	}
+	var nrdp *http.Client
+	if r.o.NRDP != "" {
+		nrdp = nrdpClient(r.o.Conns, r.o.Timeout)
+	}
 	var wg sync.WaitGroup
 	for w := range r.o.Conns {
 		if r.o.ExecClient != "" {
@@ -170,9 +194,14 @@ func (r *run) load() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r.prepared != nil {
+			switch {
+			case r.prepared != nil:
 				r.sendPrepared()
-			} else {
+			case r.o.NGClient != "":
+				r.sendNG(w)
+			case nrdp != nil:
+				r.sendNRDP(w, nrdp)
+			default:
 				r.sendLive(w)
 			}
 		}()
@@ -187,7 +216,7 @@ func (r *run) load() error {
 // execLoad runs the --exec-client program and takes its counts.
 func (r *run) execLoad() error {
 	sent, errs, conns, cpu, err := runExecClient(r.o, r.cipher, r.log)
-	r.execCPU = cpu
+	r.childCPU.Add(int64(cpu))
 	r.connections.Store(conns)
 	if err != nil {
 		return err
@@ -217,15 +246,23 @@ func (r *run) sendPrepared() {
 }
 
 // sendLive is client w: a connection at a time, each with the next
-// --checks-per-conn ids, until the ids or the time run out.
+// --checks-per-conn ids, until the ids or the time run out. With --burst
+// the connection is opened at its first check's turn.
 func (r *run) sendLive(w int) {
 	for n := uint64(0); ; n++ {
 		first, count := r.take()
 		if count == 0 {
 			return
 		}
-		cc := r.dial(uint64(w)<<40 | n)
-		if cc == nil {
+		var cc *ClientConn
+		if r.o.Burst {
+			if !r.pace(first) {
+				return
+			}
+			if cc = r.arrive(uint64(w)<<40|n, count); cc == nil {
+				continue
+			}
+		} else if cc = r.dial(uint64(w)<<40 | n); cc == nil {
 			return
 		}
 		r.connections.Add(1)
@@ -233,12 +270,20 @@ func (r *run) sendLive(w int) {
 			if r.pastDeadline() || !r.pace(id) {
 				break
 			}
-			if err := cc.Send(ResultFor(id)); err != nil {
+			if r.slots != nil {
+				r.slots <- struct{}{}
+			}
+			err := cc.Send(ResultFor(id))
+			now := r.clock()
+			if r.slots != nil {
+				<-r.slots
+			}
+			if err != nil {
 				r.failed.Add(1)
 				r.noteErr(err)
 				break
 			}
-			r.sent.set(id, r.clock())
+			r.sent.set(id, now)
 			r.sentCount.Add(1)
 		}
 		cc.Close()
@@ -260,6 +305,21 @@ func (r *run) dial(seed uint64) *ClientConn {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// arrive is --burst's connect: once, as a send_nsca client of a fleet does
+// at its turn. When it fails, the count checks it was to send are lost:
+// they count as sent and failed, and nil is returned.
+func (r *run) arrive(seed, count uint64) *ClientConn {
+	cc, err := Dial(r.addr, r.cipher, seed, r.o.Timeout)
+	if err != nil {
+		r.dialErrors.Add(1)
+		r.failed.Add(1)
+		r.sentCount.Add(count)
+		r.noteErr(err)
+		return nil
+	}
+	return cc
 }
 
 func (r *run) pastDeadline() bool {
@@ -313,7 +373,7 @@ func (r *run) drain() error {
 		fmt.Fprintf(r.log, "nsca-bench: only %d of %d checks delivered after %v without a new line\n", r.sink.Delivered.Load(), r.res.Sent, r.o.Quiet)
 	}
 	r.lastLine = r.sink.LastRecv.Load()
-	r.after.self = selfCPU() + r.execCPU
+	r.after.self = selfCPU() + time.Duration(r.childCPU.Load())
 	r.after.busy, r.after.softirq = machineCPU()
 	r.after.others = OthersCPU(r.o.ServerPID)
 	r.wall = time.Since(r.loadStart).Seconds()
@@ -411,7 +471,31 @@ func (r *run) latency() {
 			lat = append(lat, max(rc-s, 0))
 		}
 	}
+	if len(lat) == 0 {
+		lat = latencyByOrder(r.sent, issued, r.sink.FloorArrivals())
+		r.res.LatencyByOrder = len(lat) > 0
+	}
 	r.res.LatencyP50Ms, r.res.LatencyP99Ms, r.res.LatencyMaxMs = percentilesMs(lat)
+}
+
+// latencyByOrder estimates the latencies of lines that carry no id
+// (floor_server's): the k-th line read is taken for the k-th check sent,
+// which holds while the server handles checks in the order they arrive
+// (one check per connection, arrivals spread out, as in --burst).
+func latencyByOrder(sent *times, issued uint64, arrivals []int64) []int64 {
+	var at []int64
+	for id := range issued {
+		if s := sent.get(id); s != 0 {
+			at = append(at, s)
+		}
+	}
+	slices.Sort(at)
+	slices.Sort(arrivals)
+	lat := make([]int64, 0, min(len(at), len(arrivals)))
+	for i := range min(len(at), len(arrivals)) {
+		lat = append(lat, max(arrivals[i]-at[i], 0))
+	}
+	return lat
 }
 
 func selfCPU() time.Duration {

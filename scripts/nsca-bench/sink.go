@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,8 @@ type Sink struct {
 	LastRecv   atomic.Int64  // clock of the last matched line
 	FullReads  atomic.Uint64 // reads that found the FIFO full: the reader was behind
 	firstBad   atomic.Pointer[string]
+	floorMu    sync.Mutex
+	floorRecv  []int64 // clock of each floor line, in order
 	done       chan struct{}
 	err        error
 }
@@ -184,6 +187,9 @@ func (s *Sink) read(r io.Reader) error {
 func (s *Sink) match(line []byte, now int64, scratch []byte) []byte {
 	if string(line) == floorServerLine {
 		s.Floor.Add(1)
+		s.floorMu.Lock()
+		s.floorRecv = append(s.floorRecv, now)
+		s.floorMu.Unlock()
 		s.delivered(now)
 		return scratch
 	}
@@ -223,8 +229,8 @@ func (s *Sink) match(line []byte, now int64, scratch []byte) []byte {
 }
 
 // floorServerLine is what floor_server (../shared/bench/floor_server.c) writes for
-// every packet, decoding nothing: such lines count as delivered, without a
-// latency.
+// every packet, decoding nothing: such lines count as delivered; their
+// latency can only be estimated from their order (FloorArrivals).
 const floorServerLine = "[0] PROCESS_SERVICE_CHECK_RESULT;h;s;0;floor"
 
 func (s *Sink) delivered(now int64) {
@@ -251,6 +257,13 @@ func (s *Sink) bad(line string) {
 		line = line[:200] + "..."
 	}
 	s.firstBad.CompareAndSwap(nil, &line)
+}
+
+// FloorArrivals returns the clocks at which floor lines were read, in order.
+func (s *Sink) FloorArrivals() []int64 {
+	s.floorMu.Lock()
+	defer s.floorMu.Unlock()
+	return slices.Clone(s.floorRecv)
 }
 
 // FirstBad is the first line that did not match, for diagnostics.
