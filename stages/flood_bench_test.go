@@ -63,16 +63,7 @@ const (
 // addresses (0: none).
 func benchGoodClients(b *testing.B, sources int) {
 	flood := sources > 0
-	fifo := filepath.Join(b.TempDir(), "nsca.cmd")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	// Read and write: the sink's open never waits, and the reader never
-	// sees the end of the file.
-	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	fifo, f := benchFIFO(b)
 	defer f.Close()
 	arrived := make(chan string, 64)
 	go func() {
@@ -163,6 +154,21 @@ func goodCheck(addr string, i int) error {
 	codec.XOR(pkt, init[:codec.IVSize], []byte(testPassword), 0)
 	_, err = c.Write(pkt)
 	return err
+}
+
+// benchFIFO makes a command file FIFO for a benchmark's server and opens
+// it for reading and writing: the sink's open never waits, and the reader
+// never sees the end of the file.
+func benchFIFO(b *testing.B) (string, *os.File) {
+	fifo := filepath.Join(b.TempDir(), "nsca.cmd")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fifo, f
 }
 
 // dialFrom connects to addr from local and reads the init packet. The

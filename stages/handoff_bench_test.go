@@ -4,14 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"nsca_fast/conf"
 	"nsca_fast/stages/codec"
@@ -39,14 +35,7 @@ func BenchmarkHandoff(b *testing.B) {
 }
 
 func benchHandoff(b *testing.B, connPerCheck bool) {
-	fifo := filepath.Join(b.TempDir(), "nsca.cmd")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	fifo, f := benchFIFO(b)
 	defer f.Close()
 	lines := bufio.NewScanner(f)
 	ts := startServer(b, func(cfg *conf.Config) {

@@ -331,18 +331,8 @@ func (s *Session) send(b []byte, more bool, sc *scratchBuf) error {
 		s.pend = append(s.pend, b...)
 		return nil
 	}
-	for len(b) > 0 {
-		n, err := rawsys.Write(s.fd, b)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			s.pend = append([]byte(nil), b...)
-			return nil
-		case err != nil:
-			return err
-		}
-		b = b[n:]
+	if stashed, err := s.writeOrKeep(b); stashed || err != nil {
+		return err
 	}
 	if s.outLeft {
 		_, err := s.flush(sc)
@@ -369,21 +359,34 @@ func (s *Session) flush(sc *scratchBuf) (Want, error) {
 	for s.outLeft {
 		s.call(C.NSCA_DRAIN, nil, false, nil, sc)
 		s.outLeft = sc.io.out_left != 0
-		for b := sc.b[:sc.io.out]; len(b) > 0; {
-			n, err := rawsys.Write(s.fd, b)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				s.pend = append([]byte(nil), b...)
-				return WantWrite, nil
-			case err != nil:
-				return Done, fmt.Errorf("%w: write: %w", ErrTLS, err)
-			}
-			b = b[n:]
+		stashed, err := s.writeOrKeep(sc.b[:sc.io.out])
+		switch {
+		case err != nil:
+			return Done, fmt.Errorf("%w: write: %w", ErrTLS, err)
+		case stashed:
+			return WantWrite, nil
 		}
 	}
 	return Done, nil
+}
+
+// writeOrKeep writes b to the socket; what a full socket does not take is
+// copied to pend, and kept reports that. b may be scratch space.
+func (s *Session) writeOrKeep(b []byte) (kept bool, err error) {
+	for len(b) > 0 {
+		n, err := rawsys.Write(s.fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			s.pend = append([]byte(nil), b...)
+			return true, nil
+		case err != nil:
+			return false, err
+		}
+		b = b[n:]
+	}
+	return false, nil
 }
 
 // outcome is what the C call in sc says to the caller.
