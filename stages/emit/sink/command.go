@@ -56,9 +56,12 @@ type CommandFile struct {
 	// FullWait bounds how long a full pipe (a slow core) is waited for
 	// before the remaining lines go to the fallback.
 	FullWait time.Duration
-	// Lock takes flock(LOCK_EX) on the command file around each write, for
+	// Lock takes flock(2) on the command file around each write, for
 	// several processes writing one FIFO: a write longer than PIPE_BUF
 	// takes more than one write(2) and must not interleave with another's.
+	// Such a write (and any write to a regular file) takes LOCK_EX; a
+	// write the FIFO takes whole takes LOCK_SH, which writers of those
+	// share: two workers' batches never wait for each other.
 	Lock bool
 	// Reopens, when set, asks the command file kept open to open its path
 	// anew (SIGUSR1).
@@ -214,11 +217,11 @@ func (c *CommandFile) closeFD() {
 // Write sends the lines for items, grouped into writes of at most PIPE_BUF
 // bytes that end on a line boundary. A longer line is written alone.
 func (c *CommandFile) Write(items []Item) (int, error) {
-	locked, err := c.begin()
-	if err != nil {
+	if err := c.begin(); err != nil {
 		return 0, err
 	}
-	defer c.end(locked)
+	var held heldLock
+	defer c.end(&held)
 	done := 0
 	for done < len(items) {
 		c.lines.reset()
@@ -229,6 +232,7 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 				break
 			}
 		}
+		c.lockFor(len(c.lines.b), &held)
 		n, err := c.writeAll(c.lines.b)
 		if err != nil {
 			if !c.isFIFO {
@@ -253,26 +257,39 @@ func (c *CommandFile) Write(items []Item) (int, error) {
 	return done, nil
 }
 
-// begin opens the command file for one write and takes its lock,
-// returning the descriptor it locked (-1: none); end undoes what begin
-// did. Not a closure: that was an allocation per batch.
-func (c *CommandFile) begin() (locked int, err error) {
+// begin opens the command file for one write; end undoes it.
+func (c *CommandFile) begin() error {
 	c.revalidate()
-	if err := c.open(); err != nil {
-		return -1, err
-	}
-	if c.Lock && lockExclusive(c.fd) == nil {
-		return c.fd, nil
-	}
-	return -1, nil
+	return c.open()
 }
 
-// end releases what begin took: the lock on locked, if any, and the file
+// heldLock is the flock one Write holds: on which descriptor, and how.
+type heldLock struct{ fd, how int }
+
+// lockFor takes, with Lock, the flock a write of n bytes needs (see
+// Lock), converting the one held.
+func (c *CommandFile) lockFor(n int, held *heldLock) {
+	if !c.Lock {
+		return
+	}
+	how := unix.LOCK_EX
+	if c.isFIFO && n <= pipeBuf {
+		how = unix.LOCK_SH
+	}
+	if held.how == how && held.fd == c.fd {
+		return
+	}
+	if lock(c.fd, how) == nil {
+		*held = heldLock{fd: c.fd, how: how}
+	}
+}
+
+// end releases what begin and lockFor took: the lock, if any, and the file
 // unless it is kept open between batches. A write that failed closed the
 // file, and the lock with it: the number may be another file's by now.
-func (c *CommandFile) end(locked int) {
-	if locked >= 0 && locked == c.fd {
-		rawsys.Flock(locked, unix.LOCK_UN)
+func (c *CommandFile) end(held *heldLock) {
+	if held.how != 0 && held.fd == c.fd {
+		rawsys.Flock(held.fd, unix.LOCK_UN)
 	}
 	if !c.Aggregate && !c.isFIFO {
 		c.closeFD()
@@ -314,13 +331,14 @@ func (c *CommandFile) unread() int {
 	return used
 }
 
-// lockExclusive takes flock(LOCK_EX) on fd, without a blocking system
-// call unless another process holds the lock (it is writing a long line).
-func lockExclusive(fd int) error {
-	if err := rawsys.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+// lock takes flock(how) on fd, without a blocking system call unless
+// another process holds a lock that conflicts: a blocking call that
+// waits loses its P to sysmon, which then polls every 20 µs for a while.
+func lock(fd, how int) error {
+	if err := rawsys.Flock(fd, how|unix.LOCK_NB); err != unix.EWOULDBLOCK {
 		return err
 	}
-	return unix.Flock(fd, unix.LOCK_EX)
+	return unix.Flock(fd, how)
 }
 
 // writeFD is one write(2): raw into a FIFO, which is non-blocking; normal
