@@ -61,28 +61,11 @@ go build -o "$WORK/nsca-bench" ./scripts/nsca-bench
 mkfifo "$FIFO"
 
 # start BIN METHOD EXTRA-OPTION-LINES [ARGS...]: one daemon, 2 decrypt
-# threads; WORKERS (default 0) sets nsca_workers.
+# threads (start_nsca); WORKERS (default 0) sets nsca_workers.
 start() {
   local bin="$1" method="$2" extra="$3"
   shift 3
-  DPORT="$("$BENCH" freeport)"
-  {
-    echo "pid_file=$WORK/nsca-$DPORT.pid"
-    echo "server_port=$DPORT"
-    echo "server_address=127.0.0.1"
-    echo "command_file=$FIFO"
-    echo "password=$PASSWORD"
-    echo "decryption_method=$method"
-    echo "decryption_mode=1"
-    echo "nsca_workers=${WORKERS:-0}"
-    echo "nsca_threads_per_worker=2"
-    echo "max_packet_age_enabled=0"
-    printf '%b' "$extra"
-  } > "$WORK/nsca.cfg"
-  chmod 600 "$WORK/nsca.cfg"
-  "$bin" -c "$WORK/nsca.cfg" -f "$@" > "$WORK/daemon.log" 2>&1 &
-  DPID=$!
-  wait_listen "$DPORT" "$DPID" "$WORK/daemon.log"
+  start_nsca "$bin" "${WORKERS:-0}" "$method" "$extra" "$@"
 }
 
 # run LABEL METHOD: the least CPU per check of REPS runs against the daemon started.

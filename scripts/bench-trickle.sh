@@ -37,22 +37,14 @@ gcc -O2 -o "$WORK/nsca-load" scripts/nsca-load.c -lmcrypt -lpthread
 gcc -O2 -o "$WORK/floor_server" ../shared/bench/floor_server.c
 mkfifo "$FIFO"
 
-# start BIN: nsca_fast on a fresh config, XOR, or floor_server for "floor".
+# start BIN: nsca_fast (start_nsca, XOR), or floor_server for "floor".
 start() {
-	DPORT="$(free_port)"
 	if [ "$1" = floor ]; then
-		exec 3<>"$FIFO" # floor_server opens the FIFO at start
-		"$WORK/floor_server" "$DPORT" "$FIFO" >"$WORK/daemon.log" 2>&1 3<&- &
-		DPID=$!
-		wait_listen "$DPORT" "$DPID" "$WORK/daemon.log"
-		exec 3<&-
+		DPORT="$(free_port)"
+		start_fifo_writer "$DPORT" "$WORK/daemon.log" "$WORK/floor_server" "$DPORT" "$FIFO"
 		return
 	fi
-	printf 'pid_file=%s\nserver_port=%s\nserver_address=127.0.0.1\ncommand_file=%s\npassword=%s\ndecryption_method=1\nnsca_workers=%s\nmax_packet_age_enabled=0\n' \
-		"$WORK/nsca.pid" "$DPORT" "$FIFO" "$PASSWORD" "$WORKERS" >"$WORK/nsca.cfg"
-	"$1" -c "$WORK/nsca.cfg" -f >"$WORK/daemon.log" 2>&1 &
-	DPID=$!
-	wait_listen "$DPORT" "$DPID" "$WORK/daemon.log"
+	start_nsca "$1" "$WORKERS" 1 ""
 }
 
 EVENTS=task-clock,context-switches,cpu-migrations,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_nanosleep,raw_syscalls:sys_enter
