@@ -28,6 +28,13 @@ func runAgainstStock(t *testing.T, o Options) *Result {
 	o.Port, _ = strconv.Atoi(port)
 	o.Host, o.Password, o.FIFO, o.ServerPID = "127.0.0.1", stockPassword, fifo, d.cmd.Process.Pid
 	o.Quiet, o.Timeout, o.Settle = 5*time.Second, 5*time.Second, 50*time.Millisecond
+	return runDelivered(t, o)
+}
+
+// runDelivered runs the generator with o and checks that every check it
+// sent arrived once and nothing else did.
+func runDelivered(t *testing.T, o Options) *Result {
+	t.Helper()
 	res, err := Run(o, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
