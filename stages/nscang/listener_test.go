@@ -37,6 +37,25 @@ func ngTestListener(t testing.TB) (string, *os.File) {
 	return addr, ln
 }
 
+// needOpenSSL skips tb unless this build has OpenSSL and the machine the
+// openssl command, which plays the client.
+func needOpenSSL(tb testing.TB) {
+	tb.Helper()
+	if openssl.Available() != nil {
+		tb.Skip("no OpenSSL in this build")
+	}
+	if _, err := exec.LookPath("openssl"); err != nil {
+		tb.Skip("no openssl command")
+	}
+}
+
+// aliceClient is openssl s_client connecting to addr as alice, not
+// started yet.
+func aliceClient(addr string) *exec.Cmd {
+	return exec.Command("openssl", "s_client", "-quiet", "-connect", addr, "-psk_identity", "alice",
+		"-psk", hex.EncodeToString([]byte("alice-secret")))
+}
+
 // ngStartTest starts a listener of one session goroutine for alice on a
 // free loopback port, sending to out; the test's end cancels it.
 func ngStartTest(tb testing.TB, out chan intake.Submission) (addr string, stop, closed chan struct{}, env stage.Env) {
@@ -80,17 +99,11 @@ var alice = func() *identities.Identity {
 // input decoded, and the client hears OKAY only once validate acknowledges
 // it; until then the session reads nothing more.
 func TestNGOkayAfterAck(t *testing.T) {
-	if openssl.Available() != nil {
-		t.Skip("no OpenSSL in this build")
-	}
-	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Skip("no openssl command")
-	}
+	needOpenSSL(t)
 	out := make(chan intake.Submission, 1)
 	addr, stop, closed, _ := ngStartTest(t, out)
 
-	cmd := exec.Command("openssl", "s_client", "-quiet", "-connect", addr, "-psk_identity", "alice",
-		"-psk", hex.EncodeToString([]byte("alice-secret")))
+	cmd := aliceClient(addr)
 	in, _ := cmd.StdinPipe()
 	r, w, _ := os.Pipe()
 	defer r.Close()

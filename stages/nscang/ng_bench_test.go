@@ -2,16 +2,13 @@ package nscang
 
 import (
 	"bufio"
-	"encoding/hex"
 	"fmt"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/intake"
 )
 
@@ -25,12 +22,7 @@ import (
 // CPU (user and system) per result, which ns/op, the time per result,
 // exceeds when the client's own CPU holds the session up.
 func BenchmarkNGResultHandoff(b *testing.B) {
-	if openssl.Available() != nil {
-		b.Skip("no OpenSSL in this build")
-	}
-	if _, err := exec.LookPath("openssl"); err != nil {
-		b.Skip("no openssl command")
-	}
+	needOpenSSL(b)
 	out := make(chan intake.Submission, 64)
 	addr, stop, closed, env := ngStartTest(b, out)
 	taken := make(chan struct{})
@@ -46,8 +38,7 @@ func BenchmarkNGResultHandoff(b *testing.B) {
 		}
 	}()
 
-	cmd := exec.Command("openssl", "s_client", "-quiet", "-connect", addr, "-psk_identity", "alice",
-		"-psk", hex.EncodeToString([]byte("alice-secret")))
+	cmd := aliceClient(addr)
 	in, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

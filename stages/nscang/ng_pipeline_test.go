@@ -1,14 +1,11 @@
 package nscang
 
 import (
-	"encoding/hex"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"nsca_fast/cgo/openssl"
 	"nsca_fast/stages/intake"
 )
 
@@ -17,16 +14,10 @@ import (
 // BenchmarkNGResultHandoff does) has each command taken whole, though
 // the next request came in the same read behind it.
 func TestNGPipelinedPushes(t *testing.T) {
-	if openssl.Available() != nil {
-		t.Skip("no OpenSSL in this build")
-	}
-	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Skip("no openssl command")
-	}
+	needOpenSSL(t)
 	out := make(chan intake.Submission, 8)
 	addr, stop, closed, _ := ngStartTest(t, out)
-	cmd := exec.Command("openssl", "s_client", "-quiet", "-connect", addr, "-psk_identity", "alice",
-		"-psk", hex.EncodeToString([]byte("alice-secret")))
+	cmd := aliceClient(addr)
 	var input strings.Builder
 	input.WriteString("MOIN 1 pipelined\r\n")
 	for i := 0; i < 5; i++ {
