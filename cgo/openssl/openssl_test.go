@@ -87,10 +87,33 @@ func waitFD(fd int, w Want) {
 }
 
 // client runs openssl s_client with identity and key, sending "PING 1".
+// clientCmd is openssl s_client connecting to addr with a PSK, not
+// started yet.
+func clientCmd(addr, identity, key string, args ...string) *exec.Cmd {
+	a := append([]string{"s_client", "-quiet", "-connect", addr, "-psk_identity", identity, "-psk", hex.EncodeToString([]byte(key))}, args...)
+	return exec.Command("openssl", a...)
+}
+
+// aliceServer is a context that knows alice's key, with ciphers, and a
+// loopback listener; both are closed when t ends.
+func aliceServer(t *testing.T, ciphers string) (*Context, *net.TCPListener) {
+	t.Helper()
+	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, ciphers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctx.Close)
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ctx, ln
+}
+
 func client(t *testing.T, addr, identity, key string, args ...string) *exec.Cmd {
 	t.Helper()
-	a := append([]string{"s_client", "-quiet", "-connect", addr, "-psk_identity", identity, "-psk", hex.EncodeToString([]byte(key))}, args...)
-	cmd := exec.Command("openssl", a...)
+	cmd := clientCmd(addr, identity, key, args...)
 	cmd.Stdin = strings.NewReader("PING 1\r\n")
 	if err := cmd.Start(); err != nil {
 		t.Skipf("openssl s_client: %v", err)
@@ -147,16 +170,7 @@ func TestPSKHandshakes(t *testing.T) {
 }
 
 func TestUnknownIdentityWithoutFallback(t *testing.T) {
-	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, "PSK")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctx.Close()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ctx, ln := aliceServer(t, "PSK")
 	cmd := client(t, ln.Addr().String(), "mallory", "secret-alice", "-tls1_2", "-cipher", "PSK-AES256-CBC-SHA")
 	info, _, err := serveOne(t, ctx, ln)
 	cmd.Process.Kill()
@@ -175,16 +189,7 @@ func TestBadCipherList(t *testing.T) {
 // TestEOFDuringHandshake: a client that connects and closes without a
 // word is ErrEOF, not a refused key.
 func TestEOFDuringHandshake(t *testing.T) {
-	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, "PSK")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctx.Close()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ctx, ln := aliceServer(t, "PSK")
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

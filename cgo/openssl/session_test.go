@@ -4,9 +4,6 @@ package openssl
 
 import (
 	"bytes"
-	"encoding/hex"
-	"net"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -16,18 +13,8 @@ import (
 // client reads nothing waits in the session (Pending, WantWrite) and goes
 // out with Flush once it reads again, every byte once and in order.
 func TestPendingUntilTheClientReads(t *testing.T) {
-	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, "PSK")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctx.Close()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cmd := exec.Command("openssl", "s_client", "-quiet", "-connect", ln.Addr().String(), "-psk_identity", "alice",
-		"-psk", hex.EncodeToString([]byte("secret-alice")), "-tls1_3")
+	ctx, ln := aliceServer(t, "PSK")
+	cmd := clientCmd(ln.Addr().String(), "alice", "secret-alice", "-tls1_3")
 	in, _ := cmd.StdinPipe() // open: s_client reads until its input ends
 	var got bytes.Buffer
 	cmd.Stdout = &got
