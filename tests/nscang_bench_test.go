@@ -69,6 +69,27 @@ func cpuOf(t testing.TB, pid int) time.Duration {
 	return time.Duration(u+s) * time.Second / 100
 }
 
+// ngBenchSetup is what the nsca-ng benchmarks share: a phase's length
+// (NSCA_NG_BENCH_SECONDS, default 10), the Debian programs, a directory,
+// the FIFO and its line counter, and the identities file both servers
+// read (one "bench" identity), with a free port for nsca-ng-server.
+func ngBenchSetup(t *testing.T) (phase time.Duration, progs ngPrograms, dir, fifo string, lines *ngLineCounter, ids string, theirPort int) {
+	t.Helper()
+	phase = 10 * time.Second
+	if s, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_SECONDS")); err == nil && s > 0 {
+		phase = time.Duration(s) * time.Second
+	}
+	progs = ngExtract(t, true)
+	dir = t.TempDir()
+	fifo = makeFIFO(t, dir)
+	lines = ngCountLines(t, fifo)
+	ids = filepath.Join(dir, "nsca-ng.cfg")
+	theirPort = freePort(t)
+	writeFile(t, ids, fmt.Sprintf("command_file = %q\nlisten = \"127.0.0.1:%d\"\nauthorize \"bench\" {\n\tpassword = \"bench-secret\"\n\tservices = \".*\"\n\thosts = \".*\"\n}\n",
+		fifo, theirPort), 0o600)
+	return
+}
+
 // TestNscaNGBench measures, on one machine and the same client load: the
 // legacy port's throughput alone and while nsca-ng clients load the
 // nsca-ng port (the ratio), and results per second and server CPU per
@@ -82,24 +103,7 @@ func TestNscaNGBench(t *testing.T) {
 	if os.Getenv("NSCA_NG_BENCH") == "" {
 		t.Skip("a benchmark: NSCA_NG_BENCH=1 runs it")
 	}
-	phase := 10 * time.Second
-	if s, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_SECONDS")); err == nil && s > 0 {
-		phase = time.Duration(s) * time.Second
-	}
-	progs := ngExtract(t, true)
-	dir := t.TempDir()
-	fifo := makeFIFO(t, dir)
-	lines := ngCountLines(t, fifo)
-	ids := filepath.Join(dir, "nsca-ng.cfg")
-	theirPort := freePort(t)
-	writeFile(t, ids, fmt.Sprintf(`command_file = "%s"
-listen = "127.0.0.1:%d"
-authorize "bench" {
-	password = "bench-secret"
-	services = ".*"
-	hosts = ".*"
-}
-`, fifo, theirPort), 0o600)
+	phase, progs, dir, fifo, lines, ids, theirPort := ngBenchSetup(t)
 	d, ngPort, _ := ngStartDaemon(t, dir, fifo, ids, nil)
 
 	const perRun, legacyLoops = 100, 2
@@ -229,18 +233,7 @@ func TestNscaNGBenchShapes(t *testing.T) {
 	if os.Getenv("NSCA_NG_BENCH") == "" {
 		t.Skip("a benchmark: NSCA_NG_BENCH=1 runs it")
 	}
-	phase := 10 * time.Second
-	if s, err := strconv.Atoi(os.Getenv("NSCA_NG_BENCH_SECONDS")); err == nil && s > 0 {
-		phase = time.Duration(s) * time.Second
-	}
-	progs := ngExtract(t, true)
-	dir := t.TempDir()
-	fifo := makeFIFO(t, dir)
-	lines := ngCountLines(t, fifo)
-	ids := filepath.Join(dir, "nsca-ng.cfg")
-	theirPort := freePort(t)
-	writeFile(t, ids, fmt.Sprintf("command_file = %q\nlisten = \"127.0.0.1:%d\"\nauthorize \"bench\" {\n\tpassword = \"bench-secret\"\n\tservices = \".*\"\n\thosts = \".*\"\n}\n",
-		fifo, theirPort), 0o600)
+	phase, progs, _, fifo, lines, ids, theirPort := ngBenchSetup(t)
 	type server struct {
 		name      string
 		port, pid int
