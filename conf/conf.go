@@ -83,6 +83,7 @@ type Config struct {
 
 	DecryptionMode          int    // decryption_mode: 0 instance per connection, 1 per goroutine
 	Workers                 int    // nsca_workers
+	WorkersSpread           string // nsca_workers_spread: load or always
 	ThreadsPerWorker        int    // nsca_threads_per_worker; 0 = CPUShare
 	MaxChecksPerConnection  int    // max_checks_per_connection; 0 = unlimited
 	MaxPacketAgeEnabled     bool   // max_packet_age_enabled

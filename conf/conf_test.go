@@ -45,6 +45,7 @@ func TestDefault(t *testing.T) {
 		DecryptionMode:         1,
 		MaxChecksPerConnection: 5000,
 		DecryptionEngine:       "auto",
+		WorkersSpread:          "load",
 		PayloadLengths:         []int{512, 4096},
 		ConnectionTimeout:      10,
 		StatsInterval:          300,
@@ -211,6 +212,8 @@ func TestOptionValues(t *testing.T) {
 			bad("512,", "has an empty entry"), bad("512;4096", "has a bad entry 512;4096: is not a decimal integer"),
 			bad("x", "has a bad entry")},
 		"nsca_workers": {ok("0", "0"), ok("100", "100"), bad("101", "cannot be greater than 100"), bad("x", notInt)},
+		"nsca_workers_spread": {ok("load", "load"), ok("always", "always"),
+			bad("Always", "nsca_workers_spread=Always is not a way to spread connections; use load or always"), bad("random", "is not a way")},
 		"nsca_threads_per_worker": {ok("0", "0"), ok("1000", "1000"), bad("1001", "cannot be greater than 1000"),
 			bad("-5", "cannot be negative")},
 		"max_checks_per_connection": {ok("0", "0"), ok("1", "1"), ok("1000000000", "1000000000"),
@@ -370,6 +373,7 @@ strict_mode_spoofing=1
 decryption_mode=0
 decryption_engine=native
 nsca_workers=3
+nsca_workers_spread=always
 nsca_threads_per_worker=4
 max_checks_per_connection=5
 max_packet_age_enabled=1
@@ -438,7 +442,7 @@ nrdp_idle_timeout=25
 		File: "f.cfg", PidFile: "/p", ServerPort: 1234, ServerAddress: "10.1.2.3", User: "u", Group: "g",
 		Chroot: "/ch", Debug: true, CommandFile: "/cmd", AlternateDumpFile: "/dump", AggregateWrites: true,
 		AppendToFile: true, MaxPacketAge: 60, Password: "pw", DecryptionMethod: 14, LogFacility: "local3",
-		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, ThreadsPerWorker: 4,
+		CheckResultPath: "/spool", StrictModeSpoofing: true, DecryptionMode: 0, Workers: 3, WorkersSpread: "always", ThreadsPerWorker: 4,
 		MaxChecksPerConnection: 5, MaxPacketAgeEnabled: true, CheckResultPathMaxFiles: 6, DirStats: "/stats",
 		DecryptionEngine: "native", PayloadLengths: []int{1024, 8192},
 		ConnectionTimeout: 7, MaxConnections: 8, ReaderThreads: 9, QueueSize: 10, AllowedHosts: "10.0.0.0/8",

@@ -104,6 +104,11 @@ var earlyOptions = []row{
 	{Name: "nsca_workers", Default: "0", Origin: option.OriginNscaFast,
 		Kind: option.Integer(func(c *Config) *int { return &c.Workers }, 0, 100, ""),
 		Doc:  "Worker processes sharing the port with SO_REUSEPORT, 0..100. 0: serve in the main process."},
+	{Name: "nsca_workers_spread", Default: SpreadLoad, Origin: option.OriginNew,
+		Kind: option.Text(func(c *Config) *string { return &c.WorkersSpread }, validSpread),
+		Doc: "Which workers new connections go to: load (the first worker only while it keeps up, every worker " +
+			"once it uses more than 0.9 of a CPU or more than 16 connections wait for it) or always (every worker, " +
+			"at random). A trickle spread over several workers costs more CPU per check than one worker taking it all."},
 	{Name: "nsca_threads_per_worker", Default: "0", Origin: option.OriginNscaFast,
 		Kind: option.Integer(func(c *Config) *int { return &c.ThreadsPerWorker }, 0, 1000, ""),
 		Doc:  "Decrypt goroutines per worker, 0..1000. 0: one per CPU of the worker's share, the CPUs divided by nsca_workers."},

@@ -99,6 +99,22 @@ func validEngine(s string) error {
 	return fmt.Errorf("is not a decryption engine; use %s, %s or %s", cipher.EngineLibmcrypt, cipher.EngineNative, cipher.EngineAuto)
 }
 
+// The values of nsca_workers_spread.
+const (
+	// SpreadLoad has new connections go to the first worker only while it
+	// keeps up.
+	SpreadLoad = "load"
+	// SpreadAlways has the kernel spread new connections over every worker.
+	SpreadAlways = "always"
+)
+
+func validSpread(s string) error {
+	if s == SpreadLoad || s == SpreadAlways {
+		return nil
+	}
+	return fmt.Errorf("is not a way to spread connections; use %s or %s", SpreadLoad, SpreadAlways)
+}
+
 // Bounds of payload_length, the wire format's (see codec.MaxPayloadLength).
 const (
 	MinPayloadLength = codec.MinPayloadLength

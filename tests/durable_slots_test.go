@@ -26,6 +26,7 @@ func TestReloadFewerWorkersDeliversQueues(t *testing.T) {
 	cfg := func(workers int) Config {
 		return relCfg(Config{"gearman_server": "127.0.0.1:" + strconv.Itoa(gmPort), "gearman_encryption": "0",
 			"gearman_timeout": "2", "queue_directory": queueDir, "nsca_workers": strconv.Itoa(workers),
+			"nsca_workers_spread": "always",
 			"alternate_dump_file": filepath.Join(t.TempDir(), "nsca.dump")})
 	}
 	d := startDaemon(t, cfg(3))

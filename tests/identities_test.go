@@ -543,7 +543,7 @@ func TestClientsAcrossWorkers(t *testing.T) {
 	metrics := identMetrics(t)
 	const password = "workers-secret"
 	d := startDaemon(t, Config{"command_file": commandFile(t, t.TempDir()), "append_to_file": "1", "password": password,
-		"decryption_method": "1,14", "payload_length": "4096", "metrics_address": metrics, "nsca_workers": "2"})
+		"decryption_method": "1,14", "payload_length": "4096", "metrics_address": metrics, "nsca_workers": "2", "nsca_workers_spread": "always"})
 	const each = 12
 	for i := range each {
 		r := dialRaw(t, d.Port, "127.0.0.2")

@@ -449,7 +449,7 @@ var lcStatsRe = regexp.MustCompile(`\] statistics: `)
 func TestLifecycleWorkerRespawn(t *testing.T) {
 	t.Parallel()
 	cmd := commandFile(t, t.TempDir())
-	d := lcStart(t, lcCfg(cmd, Config{"nsca_workers": "3", "debug": "1"}), daemonOpts{})
+	d := lcStart(t, lcCfg(cmd, Config{"nsca_workers": "3", "nsca_workers_spread": "always", "debug": "1"}), daemonOpts{})
 	workers := d.waitWorkers(3, startTimeout)
 	time.Sleep(300 * time.Millisecond)
 	if again := d.workers(); !slices.Equal(again, workers) {

@@ -1147,7 +1147,8 @@ func TestRelFIFO(t *testing.T) {
 		// FIFO at the same time: every line read is whole.
 		t.Parallel()
 		_, fifo, core := relFIFO(t, true)
-		d := startDaemon(t, relCfg(Config{"command_file": fifo, "aggregate_writes": "1", "nsca_workers": "2"}))
+		d := startDaemon(t, relCfg(Config{"command_file": fifo, "aggregate_writes": "1", "nsca_workers": "2",
+			"nsca_workers_spread": "always"}))
 		workers := d.waitWorkers(2, startTimeout)
 		t.Cleanup(func() { endWorkers(t, workers) })
 		// About 6 KB per line: backslashes double when escaped.

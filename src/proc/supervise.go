@@ -48,14 +48,21 @@ func (a *App) RunSupervisor(cfg *conf.Config) int {
 	a.running = cfg
 	sup.OnReload = func(err error) {
 		a.reloaded(err, fmt.Sprintf("%d new workers serve, the previous ones finish their connections", sup.Workers))
+		if err == nil {
+			sup.SpreadByLoad(a.running.WorkersSpread == conf.SpreadLoad)
+		}
 	}
 	onReopenSignal(func() {
 		glog.Infof("SIGUSR1: the workers open the files they append to anew")
 		sup.Signal(syscall.SIGUSR1)
 	})
 	if !activated {
-		// systemd's socket is shared by all workers; our own are one per worker.
+		// systemd's socket is shared by all workers; our own are one per
+		// worker, and the kernel can be told which of them to serve.
 		sup.Sockets = PortSockets{Address: cfg.ServerAddress, Port: cfg.ServerPort}
+		if cfg.WorkersSpread == conf.SpreadLoad {
+			sup.Spreader = NewSpreader()
+		}
 	}
 	if err := sup.Start(); err != nil {
 		return Fail(err)
@@ -101,10 +108,20 @@ func (a *App) reloadWorkers(running int) (int, error) {
 // how many workers the new generation has), drains on the first SIGTERM
 // or SIGINT and makes the workers abort their drain on a second one.
 func (s *Supervisor) Serve(sigs <-chan os.Signal, reload func(running int) (int, error)) {
+	// A reload may turn the Spreader on, so its ticker runs with the
+	// sockets, not with it.
+	var spreadTick <-chan time.Time
+	if s.Sockets != nil {
+		t := time.NewTicker(spreadInterval)
+		defer t.Stop()
+		spreadTick = t.C
+	}
 	for {
 		select {
 		case ev := <-s.Events():
 			ev()
+		case now := <-spreadTick:
+			s.spread(now)
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				s.hup(reload, 0)

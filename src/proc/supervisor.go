@@ -42,6 +42,10 @@ type Supervisor struct {
 	// nsca_workers, one socket per worker; nil (socket activation) keeps
 	// Listeners as they are, the slots sharing them.
 	Sockets Sockets
+	// Spreader, if set with Sockets, has new connections go to the first
+	// worker only while it keeps up (see spread.go); nil spreads them over
+	// every worker.
+	Spreader *Spreader
 	// OnReload, if set, is told how each of Serve's reloads ended (nil:
 	// the new workers serve); OnStop, if set, is called when Serve starts
 	// stopping.
@@ -210,13 +214,18 @@ func (s *Supervisor) Start() error {
 }
 
 // steer has the kernel hand new connections to the sockets in Listeners
-// only; sockets opened by a reload get none before their workers serve,
-// and retiring ones none at all.
+// only (the first of them only, while the Spreader says so); sockets
+// opened by a reload get none before their workers serve, and retiring
+// ones none at all.
 func (s *Supervisor) steer() {
 	if s.Sockets == nil || len(s.Listeners) == 0 {
 		return
 	}
-	if err := s.Sockets.Steer(s.Listeners[0], len(s.Listeners)); err != nil {
+	n := len(s.Listeners)
+	if s.Spreader != nil && !s.Spreader.wide {
+		n = 1
+	}
+	if err := s.Sockets.Steer(s.Listeners[0], n); err != nil {
 		glog.Warningf("supervisor: %v: a socket a reload opens or retires may take connections it does not serve", err)
 	}
 }
@@ -451,6 +460,40 @@ func (s *Supervisor) finishRetiring() {
 	}
 	s.closeSockets(r.fds)
 	glog.Infof("supervisor: closed %d listening sockets nsca_workers=%d no longer needs, after %v", len(r.fds), s.Workers, time.Since(r.since).Round(time.Millisecond))
+}
+
+// SpreadByLoad gives the supervisor a Spreader (on) or none (off: every
+// worker served), as a reload's nsca_workers_spread says, and steers
+// anew; a Spreader already there keeps what it measured. It runs on
+// Serve's goroutine.
+func (s *Supervisor) SpreadByLoad(on bool) {
+	switch {
+	case on && s.Spreader == nil:
+		s.Spreader = NewSpreader()
+	case !on:
+		s.Spreader = nil
+	}
+	s.steer()
+}
+
+// spread steps the Spreader on the supervisor's goroutine and steers anew
+// when it changed.
+func (s *Supervisor) spread(now time.Time) {
+	if s.Spreader == nil || s.Sockets == nil || len(s.Listeners) == 0 {
+		return
+	}
+	var first, all []int
+	s.mu.Lock()
+	for p := range s.procs {
+		all = append(all, p.proc.Pid())
+		if p.slot == 0 {
+			first = append(first, p.proc.Pid())
+		}
+	}
+	s.mu.Unlock()
+	if s.Spreader.step(now, first, all, s.Sockets.Queued(s.Listeners[0])) {
+		s.steer()
+	}
 }
 
 // Stop drains and ends every worker.

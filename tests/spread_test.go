@@ -1,0 +1,190 @@
+package tests
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Spreading connections over workers (issue 36): while the first worker
+// keeps up, every new connection goes to it; once it does not (here: it
+// is stopped and its queue builds), the others take connections too.
+// Which worker serves a connection is read from the system: the worker
+// whose descriptors hold the server's end of it.
+
+// spreadFirstWorker is the pid of the daemon's worker of slot 0, from the
+// supervisor's log.
+func spreadFirstWorker(t *testing.T, d *lcDaemon) int {
+	t.Helper()
+	re := regexp.MustCompile(`started worker 0 \(generation 1\) pid (\d+)`)
+	var pid int
+	waitFor(10*time.Second, func() bool {
+		if m := re.FindStringSubmatch(d.Stderr()); m != nil {
+			pid, _ = strconv.Atoi(m[1])
+		}
+		return pid > 0
+	})
+	if pid == 0 {
+		t.Fatalf("no worker 0 in the log:\n%s", d.Stderr())
+	}
+	return pid
+}
+
+// spreadOwner is which of pids holds the daemon's end of the loopback
+// connection from clientPort to serverPort, or 0.
+func spreadOwner(serverPort, clientPort int, pids []int) int {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0
+	}
+	local := fmt.Sprintf("0100007F:%04X", serverPort)
+	remote := fmt.Sprintf("0100007F:%04X", clientPort)
+	var inode string
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1] == local && f[2] == remote {
+			inode = f[9]
+		}
+	}
+	if inode == "" || inode == "0" {
+		return 0
+	}
+	want := "socket:[" + inode + "]"
+	for _, pid := range pids {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); l == want {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// spreadDialOwner connects, reads the init packet (so a worker accepted
+// it) and returns the connection and the worker holding it.
+func spreadDialOwner(t *testing.T, port int, workers []int, timeout time.Duration) (*rawConn, int) {
+	t.Helper()
+	r, err := dialInit(port, "", timeout)
+	if err != nil {
+		return nil, 0
+	}
+	clientPort := r.c.LocalAddr().(*net.TCPAddr).Port
+	owner := 0
+	waitFor(2*time.Second, func() bool {
+		owner = spreadOwner(port, clientPort, workers)
+		return owner != 0
+	})
+	return r, owner
+}
+
+// TestWorkersTrickleGoesToTheFirst: checks trickling in, one connection
+// each, are all served by the first worker, and all arrive. Spread at
+// random over two workers, twenty connections would all land on one with
+// a chance of one in half a million.
+func TestWorkersTrickleGoesToTheFirst(t *testing.T) {
+	t.Parallel()
+	cmd := commandFile(t, t.TempDir())
+	d := lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
+	workers := d.waitWorkers(2, 30*time.Second)
+	first := spreadFirstWorker(t, d)
+	owners := map[int]int{}
+	var want []string
+	for i := range 20 {
+		r, owner := spreadDialOwner(t, d.Port, workers, 5*time.Second)
+		if r == nil {
+			t.Fatalf("connection %d: no init packet", i)
+		}
+		owners[owner]++
+		c := rawCheck{0, "trickle", fmt.Sprintf("svc-%d", i), "ok"}
+		r.write(t, r.packets(lcPassword, []rawCheck{c}), 0)
+		r.c.Close()
+		want = append(want, c.line())
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("workers %v, the first %d; connections by worker: %v", workers, first, owners)
+	if owners[first] != 20 {
+		t.Errorf("of 20 trickling connections the first worker (%d) served %d; by worker: %v", first, owners[first], owners)
+	}
+	waitFileLines(t, cmd, len(want))
+	lcAssertOnce(t, lcOutput(t, cmd), want)
+}
+
+// TestWorkersSpreadWhenTheFirstIsStuck: with the first worker stopped
+// (SIGSTOP: a worker stuck on something), connections queue on its
+// socket until the supervisor sees the queue and has the kernel spread
+// new ones: the other worker serves them while the first is still
+// stopped. Once it runs again, every connection is served and every check
+// arrives.
+func TestWorkersSpreadWhenTheFirstIsStuck(t *testing.T) {
+	t.Parallel()
+	cmd := commandFile(t, t.TempDir())
+	d := lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
+	workers := d.waitWorkers(2, 30*time.Second)
+	first := spreadFirstWorker(t, d)
+	if err := syscall.Kill(first, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			syscall.Kill(first, syscall.SIGCONT)
+		}
+	}()
+	const conns = 60
+	var (
+		mu     sync.Mutex
+		owners = map[int]int{}
+		served sync.WaitGroup
+		want   []string
+	)
+	for i := range conns {
+		c := rawCheck{1, "stuck", fmt.Sprintf("svc-%d", i), "warn"}
+		want = append(want, c.line())
+		served.Add(1)
+		go func() {
+			defer served.Done()
+			r, owner := spreadDialOwner(t, d.Port, workers, 20*time.Second)
+			if r == nil {
+				return
+			}
+			defer r.c.Close()
+			mu.Lock()
+			owners[owner]++
+			mu.Unlock()
+			r.c.Write(r.packets(lcPassword, []rawCheck{c}))
+		}()
+		time.Sleep(5 * time.Millisecond)
+	}
+	var other int
+	waitFor(5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		other = 0
+		for pid, n := range owners {
+			if pid != first && pid != 0 {
+				other += n
+			}
+		}
+		return other > 0
+	})
+	syscall.Kill(first, syscall.SIGCONT)
+	stopped = false
+	served.Wait()
+	t.Logf("workers %v, the first %d stopped; connections by worker: %v", workers, first, owners)
+	if other == 0 {
+		t.Errorf("with the first worker stopped, no other worker served any of %d connections within 5 s", conns)
+	}
+	if owners[0] > 0 {
+		t.Errorf("%d connections had no owner among the workers %v", owners[0], workers)
+	}
+	waitFileLines(t, cmd, len(want))
+	lcAssertOnce(t, lcOutput(t, cmd), want)
+}
