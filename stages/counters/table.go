@@ -163,6 +163,7 @@ type row struct {
 	desc       *metricDesc
 	shape      shape
 	live, snap int
+	signed     bool // a scalar held in an atomic.Int64, not an atomic.Uint64
 }
 
 // shape is what kind of value a row's field holds.
@@ -316,7 +317,7 @@ func (r *row) resolveField() error {
 		return fmt.Errorf("Stats.%s is %v and Snapshot.%s is %v, want atomic.Uint64 and uint64 or atomic.Int64 and int64",
 			r.field, lf.Type, r.field, sf.Type)
 	}
-	r.shape, r.live = scalar, lf.Index[0]
+	r.shape, r.live, r.signed = scalar, lf.Index[0], lf.Type == int64Type
 	return nil
 }
 
@@ -353,11 +354,13 @@ func (r *row) in(s *Snapshot) reflect.Value { return reflect.ValueOf(s).Elem().F
 
 // load copies the row's scalar from live, a Stats, into snap, a Snapshot.
 func (r *row) load(live, snap reflect.Value) {
-	switch c := live.Field(r.live).Addr().Interface().(type) {
-	case *atomic.Uint64:
-		snap.Field(r.snap).SetUint(c.Load())
-	case *atomic.Int64:
-		snap.Field(r.snap).SetInt(c.Load())
+	// A worker loads every row for each report; boxing the field into an
+	// interface to switch on its type was a third of that.
+	c := live.Field(r.live).Addr().UnsafePointer()
+	if r.signed {
+		snap.Field(r.snap).SetInt((*atomic.Int64)(c).Load())
+	} else {
+		snap.Field(r.snap).SetUint((*atomic.Uint64)(c).Load())
 	}
 }
 
