@@ -221,14 +221,15 @@ func ngShapes() []ngShape {
 
 // TestNscaNGBenchShapes measures server CPU per delivered result and
 // results per second with the real nsca-ng client, in the shapes of
-// ngShapes, for three servers on one FIFO: ours, ours with GOMAXPROCS=1
+// ngShapes, for the servers on one FIFO: ours, ours with GOMAXPROCS=1
 // (what a governor that lowers it at low load gives), and nsca-ng-server;
 // it prints ours/theirs. CPU is the server's process tree's utime+stime
 // over a phase (NSCA_NG_BENCH_SECONDS, default 10, after a fifth of it to
 // warm up) divided by the results the FIFO got meanwhile;
 // NSCA_NG_BENCH_ROUNDS (default 1) repeats the phases, each round with
-// another server first, and sums them. NSCA_NG_BENCH=1 runs it; it
-// asserts only that every phase delivered.
+// another server first, and sums them. NSCA_NG_BENCH_BEFORE names another
+// nsca binary (a build before a change) to measure beside them.
+// NSCA_NG_BENCH=1 runs it; it asserts only that every phase delivered.
 func TestNscaNGBenchShapes(t *testing.T) {
 	if os.Getenv("NSCA_NG_BENCH") == "" {
 		t.Skip("a benchmark: NSCA_NG_BENCH=1 runs it")
@@ -240,9 +241,15 @@ func TestNscaNGBenchShapes(t *testing.T) {
 	}
 	ours, oursPort, _ := ngStartDaemonWith(t, fifo, ids, nil, daemonOpts{dir: t.TempDir()})
 	ours1, ours1Port, _ := ngStartDaemonWith(t, fifo, ids, nil, daemonOpts{dir: t.TempDir(), env: []string{"GOMAXPROCS=1"}})
+	servers := []server{{"nsca_fast", oursPort, ours.Pid()}, {"nsca_fast GOMAXPROCS=1", ours1Port, ours1.Pid()}}
+	// Another build of ours, measured in the same rounds: a change's
+	// effect is then seen beside the noise of this shared machine.
+	if bin := os.Getenv("NSCA_NG_BENCH_BEFORE"); bin != "" {
+		before, beforePort, _ := ngStartDaemonWith(t, fifo, ids, nil, daemonOpts{dir: t.TempDir(), bin: bin})
+		servers = append(servers, server{"nsca_fast before", beforePort, before.Pid()})
+	}
 	their := ngServer(t, progs.server, ids, theirPort)
-	servers := []server{{"nsca_fast", oursPort, ours.Pid()}, {"nsca_fast GOMAXPROCS=1", ours1Port, ours1.Pid()},
-		{"nsca-ng-server", theirPort, their.cmd.Process.Pid}}
+	servers = append(servers, server{"nsca-ng-server", theirPort, their.cmd.Process.Pid})
 
 	// measure runs one phase of sh against srv and returns the results
 	// delivered and the CPU its process tree used meanwhile.

@@ -281,6 +281,12 @@ func TestTrim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A record's first byte: OpenSSL's session is made, and waits
+		// for the rest.
+		unix.Write(fds[1], []byte{0x16})
+		if w, err := s.Handshake(); w != WantRead || err != nil {
+			t.Fatalf("handshake on one byte: %v, %v; want WantRead", w, err)
+		}
 		s.Free()
 		s.Free() // a second Free is no session more
 	}

@@ -55,13 +55,15 @@ enum { NSCA_HANDSHAKE, NSCA_READ, NSCA_WRITE, NSCA_SHUTDOWN, NSCA_DRAIN };
 // The result of one call: bytes moved (or 1 for a finished handshake),
 // SSL_get_error's verdict, the ciphertext bytes put in out, and whether
 // more ciphertext waits in the output BIO, or in the input (a record or
-// decrypted bytes not read yet).
+// decrypted bytes not read yet), or in the input BIO alone (bytes OpenSSL
+// did not even look at).
 typedef struct {
 	int n;
 	int code;
 	int out;
 	int out_left;
 	int in_left;
+	int bio_left;
 } nsca_io;
 
 // The peer closed the connection without close_notify: not an SSL_ERROR_*.
@@ -97,7 +99,7 @@ static void nsca_result(SSL *ssl, int rc, nsca_io *r, char *err, int errlen) {
 // may be one buffer: in is copied before out is written.
 static nsca_io nsca_op(SSL *ssl, int op, const void *in, int inlen, int eof, void *buf, int buflen,
 		void *out, int outcap, char *err, int errlen) {
-	nsca_io r = { 0, SSL_ERROR_NONE, 0, 0, 0 };
+	nsca_io r = { 0, SSL_ERROR_NONE, 0, 0, 0, 0 };
 	BIO *rbio = SSL_get_rbio(ssl), *wbio = SSL_get_wbio(ssl);
 	if (inlen > 0) {
 		BIO_write(rbio, in, inlen);
@@ -127,7 +129,8 @@ static nsca_io nsca_op(SSL *ssl, int op, const void *in, int inlen, int eof, voi
 		}
 	}
 	r.out_left = BIO_ctrl_pending(wbio) > 0;
-	r.in_left = BIO_ctrl_pending(rbio) > 0 || SSL_has_pending(ssl);
+	r.bio_left = BIO_ctrl_pending(rbio) > 0;
+	r.in_left = r.bio_left || SSL_has_pending(ssl);
 	return r;
 }
 
@@ -173,8 +176,17 @@ var scratch = sync.Pool{New: func() any { return new(scratchBuf) }}
 // Session is the TLS server side of one connection on a non-blocking
 // socket, which stays the caller's to poll and close.
 type Session struct {
+	// ssl is made with the first bytes the client sends: a wake-up for a
+	// new connection then makes no C call (the first one after the
+	// process idled also wakes the runtime's sysmon thread), and a
+	// connection that sends nothing costs no OpenSSL session.
+	ctx *C.SSL_CTX
 	ssl *C.SSL
 	fd  int
+	// starved: OpenSSL's last handshake step or read wanted input and had
+	// none left; a call before more input comes would only say so again.
+	starved bool
+	calls   int // C calls made on the session, for tests
 	// pend is ciphertext the socket did not take yet; outLeft says the
 	// output BIO holds more behind it.
 	pend    []byte
@@ -183,13 +195,11 @@ type Session struct {
 	eofSent bool
 }
 
-// NewSession starts the server side of a handshake on fd.
+// NewSession starts the server side of a handshake on fd; the OpenSSL
+// session is made once the client's first bytes come, and Handshake
+// reports an error then if it cannot be.
 func (c *Context) NewSession(fd int) (*Session, error) {
-	ssl := C.nsca_ssl_new(c.ctx)
-	if ssl == nil {
-		return nil, fmt.Errorf("%w on descriptor %d", ErrSession, fd)
-	}
-	return &Session{ssl: ssl, fd: fd}, nil
+	return &Session{ctx: c.ctx, fd: fd, starved: true}, nil
 }
 
 // Want says what a call that could not finish waits for.
@@ -231,8 +241,13 @@ func (s *Session) Write(buf []byte) (int, Want, error) {
 }
 
 // Shutdown sends close_notify, without waiting for the peer's; what the
-// socket does not take at once is left to Flush.
-func (s *Session) Shutdown() { s.do(C.NSCA_SHUTDOWN, nil, "shutdown") }
+// socket does not take at once is left to Flush. Before the client sent
+// anything there is no session to close.
+func (s *Session) Shutdown() {
+	if s.ssl != nil {
+		s.do(C.NSCA_SHUTDOWN, nil, "shutdown")
+	}
+}
 
 // Pending says that ciphertext waits for room in the socket.
 func (s *Session) Pending() bool { return len(s.pend) > 0 || s.outLeft }
@@ -251,32 +266,60 @@ func (s *Session) do(op C.int, buf []byte, what string) (int, Want, error) {
 	sc := scratch.Get().(*scratchBuf)
 	defer scratch.Put(sc)
 	in, drained := 0, false
+	reads := op == C.NSCA_READ || op == C.NSCA_HANDSHAKE
 	for {
 		eof := s.eof && !s.eofSent
-		s.call(op, sc.b[:in], eof, buf, sc)
-		s.eofSent = s.eofSent || eof
-		if err := s.send(sc.b[:sc.io.out], sc.io.out_left != 0, sc); err != nil {
-			return 0, Done, fmt.Errorf("%w: %s: %w", ErrTLS, what, err)
+		if in > 0 || eof || s.eofSent || !(reads && s.starved) {
+			if n, want, done, err := s.step(op, sc.b[:in], eof, buf, drained, what, sc); done {
+				return n, want, err
+			}
 		}
-		n, want, err := outcome(sc, what)
-		switch {
-		case err != nil:
-			return n, want, err
-		case s.Pending() && (want != Done || op == C.NSCA_WRITE):
-			// Called again, or Flush, once the socket takes the rest.
-			return n, WantWrite, nil
-		case op == C.NSCA_READ && drained && sc.io.in_left == 0:
-			return n, WantRead, nil
-		case want != WantRead || drained:
-			return n, want, nil
-		}
+		var err error
 		if in, drained, err = s.fill(sc); err != nil {
 			return 0, Done, fmt.Errorf("%w: %s: %w", ErrTLS, what, err)
 		}
 		if in == 0 && !s.eof {
 			return 0, WantRead, nil
 		}
+		if in == 0 && s.ssl == nil {
+			// Closed before it sent a byte: no handshake began.
+			return 0, Done, fmt.Errorf("%w: %s: %w", ErrTLS, what, ErrEOF)
+		}
 	}
+}
+
+// step is one C call of do, with in (ciphertext read) and eof for OpenSSL,
+// and sends what it wrote; done says do returns what it returns, and not
+// that OpenSSL wants input (drained: the socket was read to its end).
+func (s *Session) step(op C.int, in []byte, eof bool, buf []byte, drained bool, what string, sc *scratchBuf) (n int, want Want, done bool, err error) {
+	if s.ssl == nil {
+		if s.ssl = C.nsca_ssl_new(s.ctx); s.ssl == nil {
+			return 0, Done, true, fmt.Errorf("%w on descriptor %d", ErrSession, s.fd)
+		}
+	}
+	s.call(op, in, eof, buf, sc)
+	s.eofSent = s.eofSent || eof
+	if op == C.NSCA_READ || op == C.NSCA_HANDSHAKE {
+		// A partial record counts as pending (SSL_has_pending), but
+		// OpenSSL can do nothing with it before more comes.
+		s.starved = sc.io.code == C.SSL_ERROR_WANT_READ && sc.io.bio_left == 0
+	}
+	if err := s.send(sc.b[:sc.io.out], sc.io.out_left != 0, sc); err != nil {
+		return 0, Done, true, fmt.Errorf("%w: %s: %w", ErrTLS, what, err)
+	}
+	n, want, err = outcome(sc, what)
+	switch {
+	case err != nil:
+		return n, want, true, err
+	case s.Pending() && (want != Done || op == C.NSCA_WRITE):
+		// Called again, or Flush, once the socket takes the rest.
+		return n, WantWrite, true, nil
+	case op == C.NSCA_READ && drained && sc.io.in_left == 0:
+		return n, WantRead, true, nil
+	case want != WantRead || drained:
+		return n, want, true, nil
+	}
+	return 0, WantRead, false, nil
 }
 
 // fill reads the socket into sc; drained says it has nothing more now,
@@ -317,6 +360,7 @@ func (s *Session) call(op C.int, in []byte, eof bool, buf []byte, sc *scratchBuf
 	// Taken apart from the call: cgo would box the whole array of an
 	// &array[0] argument for its pointer check, 17 KB copied per call.
 	outp, errp := unsafe.Pointer(&sc.b[0]), &sc.err[0]
+	s.calls++
 	sc.io = C.nsca_op(s.ssl, op, inp, C.int(len(in)), e, bufp, C.int(len(buf)), outp, scratchSize, errp, errLen)
 	runtime.KeepAlive(in)
 	runtime.KeepAlive(buf)
@@ -422,6 +466,9 @@ type Info struct {
 
 // Info reports the session's identity, protocol version and cipher.
 func (s *Session) Info() Info {
+	if s.ssl == nil {
+		return Info{}
+	}
 	var out [512]C.char
 	n := C.nsca_describe(s.ssl, &out[0], C.int(len(out)))
 	b := C.GoBytes(unsafe.Pointer(&out[0]), C.int(min(int(n), len(out)-1)))

@@ -4,9 +4,12 @@ package openssl
 
 import (
 	"bytes"
+	"errors"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestPendingUntilTheClientReads: what the socket does not take while the
@@ -64,5 +67,52 @@ func TestPendingUntilTheClientReads(t *testing.T) {
 	cmd.Wait()
 	if !bytes.Equal(got.Bytes(), sent) {
 		t.Fatalf("the client got %d bytes, want the %d sent, in order", got.Len(), len(sent))
+	}
+}
+
+// TestNoCallWithoutInput: a handshake or read that OpenSSL could only
+// answer "want input" makes no C call: not for a new connection before
+// its first byte, nor again until more comes; and a connection closed
+// before its first byte ends as ErrEOF without an OpenSSL session.
+func TestNoCallWithoutInput(t *testing.T) {
+	ctx, err := NewContext([]Key{{"alice", []byte("secret-alice")}}, "PSK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	s, _ := ctx.NewSession(fds[0])
+	defer s.Free()
+	step := func(wantCalls int) {
+		t.Helper()
+		if w, err := s.Handshake(); w != WantRead || err != nil {
+			t.Fatalf("handshake: %v, %v; want WantRead", w, err)
+		}
+		if s.calls != wantCalls {
+			t.Fatalf("%d C calls, want %d", s.calls, wantCalls)
+		}
+	}
+	step(0)
+	if s.ssl != nil {
+		t.Fatal("an OpenSSL session before the client sent a byte")
+	}
+	unix.Write(fds[1], []byte{0x16}) // a record's first byte
+	step(1)
+	step(1)
+	unix.Write(fds[1], []byte{0x03})
+	step(2)
+
+	quiet, _ := ctx.NewSession(fds[1])
+	defer quiet.Free()
+	unix.Shutdown(fds[0], unix.SHUT_WR)
+	if _, err := quiet.Handshake(); !errors.Is(err, ErrEOF) {
+		t.Fatalf("handshake on a connection closed at once: %v, want ErrEOF", err)
+	}
+	if quiet.calls != 0 {
+		t.Fatalf("%d C calls on a connection closed at once, want 0", quiet.calls)
 	}
 }

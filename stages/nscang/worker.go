@@ -3,6 +3,7 @@ package nscang
 import (
 	"context"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,8 @@ type event struct {
 }
 
 // worker runs its share of the sessions off one epoll set. An eventfd in
-// the set wakes it for events posted from other goroutines.
+// the set wakes it for events posted from other goroutines while it waits
+// there; while it runs, it finds them in its inbox without one.
 type worker struct {
 	srv      *listener
 	ctx      context.Context
@@ -42,6 +44,9 @@ type worker struct {
 	stopAt   time.Time
 	inflight int  // sessions waiting for an outcome
 	closed   bool // under mu: the eventfd is closed, events are dropped
+	// parked (under mu): the worker waits in its poller, or is about to,
+	// and a post must wake it; woken: one did already.
+	parked, woken bool
 }
 
 func newWorker(s *listener) (*worker, error) {
@@ -90,9 +95,31 @@ func (w *worker) post(e event) {
 		return
 	}
 	w.inbox = append(w.inbox, e)
-	if len(w.inbox) == 1 {
+	if w.parked && !w.woken {
+		w.woken = true
 		w.signal()
 	}
+}
+
+// park tells posters that the worker is about to wait in its poller, so
+// that they wake it; it reports false, and does not park, when events
+// wait in the inbox already.
+func (w *worker) park() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.inbox) > 0 {
+		return false
+	}
+	w.parked = true
+	return true
+}
+
+// unpark tells posters that the worker runs, and will drain the inbox
+// before it parks again.
+func (w *worker) unpark() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.parked, w.woken = false, false
 }
 
 func (w *worker) inboxEmpty() bool {
@@ -123,7 +150,12 @@ func (w *worker) loop(ctx context.Context) {
 	events := make([]unix.EpollEvent, 128)
 	lastSweep := time.Now()
 	for {
-		n, err := w.ep.Wait(events, sweepEvery)
+		timeout := sweepEvery
+		if !w.park() {
+			timeout = 0
+		}
+		n, err := w.ep.Wait(events, timeout)
+		w.unpark()
 		if err != nil {
 			glog.Errorf("nsca-ng: %v", err)
 			return
@@ -141,6 +173,14 @@ func (w *worker) loop(ctx context.Context) {
 			}
 		}
 		w.drainInbox()
+		if w.inflight > 0 {
+			// With one P (GOMAXPROCS at low load), the validate and emit
+			// stages run on this thread once it yields: their outcomes
+			// are then in the inbox when it resumes, without an eventfd
+			// write and read and a wake-up through the poller for each.
+			runtime.Gosched()
+			w.drainInbox()
+		}
 		if ctx.Err() != nil {
 			w.closeAll()
 			return
