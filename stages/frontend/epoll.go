@@ -70,18 +70,22 @@ func (e *EpollSet) Remove(fd int) error {
 
 // wait fills events with what is ready, waiting at most timeout for the
 // first; 0 events means the timeout passed.
+//
+// It polls the set once before it parks, in Read: that poll is needed (Read
+// forgets, as it begins, an edge the poller reported since the last wait,
+// and a level-triggered socket still ready would report none), and one is
+// enough: a poll of its own before Read made two empty epoll_wait(2) calls
+// per wake-up at a trickle.
 func (e *EpollSet) Wait(events []unix.EpollEvent, timeout time.Duration) (int, error) {
 	e.events = events
-	if e.poll(uintptr(e.fd)) {
-		return max(e.n, 0), e.werr
-	}
 	now := time.Now()
 	until := now.Add(timeout)
 	if d := e.deadline; !d.After(now) || until.Before(d) || until.Sub(d) > timeout/4 {
 		e.deadline = until
 		e.file.SetReadDeadline(until)
 	}
-	// Read calls poll again each time the poller reports the set readable.
+	// Read calls poll first, and again each time the poller reports the
+	// set readable.
 	err := e.raw.Read(e.poll)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
