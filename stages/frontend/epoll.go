@@ -28,13 +28,17 @@ type EpollSet struct {
 	// wait needs an earlier or a much later one, since each move costs a
 	// timer update.
 	deadline time.Time
-	// The wait in progress: the events it fills and what the last poll
-	// found. poll is bound once, because a closure made per wait would be
-	// an allocation per wait.
+	// The wait in progress: the events it fills, what the last poll found,
+	// what is done with it (handle: Serve's caller's, or stop for Wait)
+	// and whether handle ended the wait. poll and stop are bound once,
+	// because a closure made per wait would be an allocation per wait.
 	events []unix.EpollEvent
 	n      int
 	werr   error
+	handle func(n int) (done, drained bool)
+	ended  bool
 	poll   func(fd uintptr) bool
+	stop   func(n int) (done, drained bool)
 }
 
 func NewEpollSet() (*EpollSet, error) {
@@ -50,6 +54,7 @@ func NewEpollSet() (*EpollSet, error) {
 	}
 	e := &EpollSet{fd: fd, file: os.NewFile(uintptr(fd), "epoll")}
 	e.poll = e.pollOnce
+	e.stop = func(int) (bool, bool) { return true, false }
 	if e.raw, err = e.file.SyscallConn(); err != nil {
 		e.file.Close()
 		return nil, err
@@ -68,16 +73,29 @@ func (e *EpollSet) Remove(fd int) error {
 	return rawsys.EpollCtl(e.fd, unix.EPOLL_CTL_DEL, fd, nil)
 }
 
-// wait fills events with what is ready, waiting at most timeout for the
+// Wait fills events with what is ready, waiting at most timeout for the
 // first; 0 events means the timeout passed.
-//
-// It polls the set once before it parks, in Read: that poll is needed (Read
-// forgets, as it begins, an edge the poller reported since the last wait,
-// and a level-triggered socket still ready would report none), and one is
-// enough: a poll of its own before Read made two empty epoll_wait(2) calls
-// per wake-up at a trickle.
 func (e *EpollSet) Wait(events []unix.EpollEvent, timeout time.Duration) (int, error) {
-	e.events = events
+	if _, err := e.Serve(events, timeout, e.stop); err != nil {
+		return 0, err
+	}
+	return max(e.n, 0), e.werr
+}
+
+// Serve waits for events as Wait does, but hands each batch (events[:n])
+// to handle without leaving the wait in the poller, until handle says it
+// is done, which ended reports, or timeout passes with nothing ready
+// (ended false). drained is handle's word that it consumed the batch to
+// the end: every socket read to EAGAIN or its end, and fewer events than
+// events holds. Serve then parks at once, where Wait's caller comes back
+// to a wait that polls the set again before it parks: at a trickle, one
+// epoll_wait(2) per wake-up rather than two. That is safe only inside one
+// wait (RawRead): a new event in the set is an edge that the poller keeps
+// for the next park, and RawRead forgets such an edge only as it begins,
+// before its first poll. A batch not drained is polled again at once,
+// since a level-triggered socket still ready would bring no edge.
+func (e *EpollSet) Serve(events []unix.EpollEvent, timeout time.Duration, handle func(n int) (done, drained bool)) (ended bool, err error) {
+	e.events, e.handle, e.ended, e.n, e.werr = events, handle, false, 0, nil
 	now := time.Now()
 	until := now.Add(timeout)
 	if d := e.deadline; !d.After(now) || until.Before(d) || until.Sub(d) > timeout/4 {
@@ -86,23 +104,41 @@ func (e *EpollSet) Wait(events []unix.EpollEvent, timeout time.Duration) (int, e
 	}
 	// Read calls poll first, and again each time the poller reports the
 	// set readable.
-	err := e.raw.Read(e.poll)
+	err = e.raw.Read(e.poll)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		e.deadline = time.Time{}
-		return 0, nil
+		return false, nil
 	case err != nil:
-		return 0, fmt.Errorf("waiting in the poller: %w", err)
+		return false, fmt.Errorf("waiting in the poller: %w", err)
 	}
-	return max(e.n, 0), e.werr
+	return e.ended, e.werr
 }
 
-// pollOnce is a zero-timeout epoll_wait into the events of the wait in
-// progress; it reports whether the wait is over (events, or an error other
-// than EINTR).
+// pollOnce polls the set (a zero-timeout epoll_wait into the events of
+// the wait in progress) and hands what it finds to the wait's handle, as
+// long as handle leaves a batch not drained; it reports whether the wait
+// is over (handle is done, or an error other than EINTR).
 func (e *EpollSet) pollOnce(fd uintptr) bool {
-	e.n, e.werr = rawsys.EpollPoll(int(fd), e.events)
-	return e.n != 0 || e.werr != nil && e.werr != unix.EINTR
+	for {
+		e.n, e.werr = rawsys.EpollPoll(int(fd), e.events)
+		switch {
+		case e.werr == unix.EINTR:
+			continue
+		case e.werr != nil:
+			return true
+		case e.n == 0:
+			return false
+		}
+		done, drained := e.handle(e.n)
+		if done {
+			e.ended = true
+			return true
+		}
+		if drained && e.n < len(e.events) {
+			return false
+		}
+	}
 }
 
 // close releases the instance; the polled descriptors stay open.
