@@ -41,6 +41,7 @@ type EpollSet struct {
 	stop   func(n int) (done, drained bool)
 }
 
+// NewEpollSet makes an epoll instance and registers it with Go's poller.
 func NewEpollSet() (*EpollSet, error) {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
@@ -62,13 +63,13 @@ func NewEpollSet() (*EpollSet, error) {
 	return e, nil
 }
 
-// add polls fd for input and hang-up.
+// Add polls fd for input and hang-up.
 func (e *EpollSet) Add(fd int) error {
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
 	return rawsys.EpollCtl(e.fd, unix.EPOLL_CTL_ADD, fd, &ev)
 }
 
-// remove stops polling fd.
+// Remove stops polling fd.
 func (e *EpollSet) Remove(fd int) error {
 	return rawsys.EpollCtl(e.fd, unix.EPOLL_CTL_DEL, fd, nil)
 }
@@ -83,17 +84,17 @@ func (e *EpollSet) Wait(events []unix.EpollEvent, timeout time.Duration) (int, e
 }
 
 // Serve waits for events as Wait does, but hands each batch (events[:n])
-// to handle without leaving the wait in the poller, until handle says it
-// is done, which ended reports, or timeout passes with nothing ready
-// (ended false). drained is handle's word that it consumed the batch to
-// the end: every socket read to EAGAIN or its end, and fewer events than
-// events holds. Serve then parks at once, where Wait's caller comes back
-// to a wait that polls the set again before it parks: at a trickle, one
-// epoll_wait(2) per wake-up rather than two. That is safe only inside one
-// wait (RawRead): a new event in the set is an edge that the poller keeps
-// for the next park, and RawRead forgets such an edge only as it begins,
-// before its first poll. A batch not drained is polled again at once,
-// since a level-triggered socket still ready would bring no edge.
+// to handle inside the wait, until handle reports done (ended true) or
+// timeout passes with nothing ready (ended false).
+//
+// handle also reports whether it drained the batch: every socket read to
+// EAGAIN or its end. After a drained batch that did not fill events, Serve
+// parks at once, without the empty poll a new Wait makes before it parks:
+// at a trickle, one epoll_wait(2) per wake-up instead of two. That is safe
+// within one wait only: an event that reaches the set meanwhile is an edge
+// the poller keeps for the park, whereas RawRead, as it begins, forgets
+// such edges. Any other batch is polled again at once, since a
+// level-triggered socket still ready brings no new edge.
 func (e *EpollSet) Serve(events []unix.EpollEvent, timeout time.Duration, handle func(n int) (done, drained bool)) (ended bool, err error) {
 	e.events, e.handle, e.ended, e.n, e.werr = events, handle, false, 0, nil
 	now := time.Now()
@@ -141,7 +142,7 @@ func (e *EpollSet) pollOnce(fd uintptr) bool {
 	}
 }
 
-// close releases the instance; the polled descriptors stay open.
+// Close releases the instance; the polled descriptors stay open.
 func (e *EpollSet) Close() { e.file.Close() }
 
 // FD is the epoll instance's descriptor, for the epoll_ctl calls of a

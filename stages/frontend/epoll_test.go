@@ -44,3 +44,51 @@ func TestEpollSetWaitsInThePoller(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Serve hands every batch to its handler inside one wait: a descriptor the
+// handler left ready is polled again at once, a drained batch waits for
+// the next event, the handler ends the wait, and with nothing ready the
+// timeout does.
+func TestEpollSetServe(t *testing.T) {
+	e, err := NewEpollSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	efd, _ := unix.Eventfd(0, unix.EFD_NONBLOCK)
+	defer unix.Close(efd)
+	if err := e.Add(efd); err != nil {
+		t.Fatal(err)
+	}
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	events := make([]unix.EpollEvent, 8)
+	ended, err := e.Serve(events, 30*time.Millisecond, func(int) (bool, bool) {
+		t.Error("handler called with nothing ready")
+		return true, true
+	})
+	if ended || err != nil {
+		t.Fatalf("serve with nothing ready: ended %v, %v", ended, err)
+	}
+	unix.Write(efd, one)
+	var b [8]byte
+	calls := 0
+	ended, err = e.Serve(events, 10*time.Second, func(n int) (bool, bool) {
+		calls++
+		switch calls {
+		case 1:
+			return false, false // left ready: polled again at once
+		case 2:
+			unix.Read(efd, b[:])
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				unix.Write(efd, one)
+			}()
+			return false, true // drained: parks until the next event
+		}
+		unix.Read(efd, b[:])
+		return true, true
+	})
+	if !ended || err != nil || calls != 3 {
+		t.Fatalf("serve: ended %v, %v after %d batches, want true, nil after 3", ended, err, calls)
+	}
+}
