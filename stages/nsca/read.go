@@ -250,25 +250,38 @@ func (r *reader) register(c *clientConn) bool {
 	return true
 }
 
-// loop serves the reader's connections until the pipeline is torn down or
-// its drain ends. Each batch of ready sockets is read within the wait in
-// the poller (round, through EpollSet.Serve); the loop itself does what
-// is due less often: a shutdown, the timeout scan, the drain.
 func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	events := make([]unix.EpollEvent, 256)
 	lastScan := time.Now()
 	var drainDeadline time.Time
 	var drainStart int64
-	round := func(n int) (done, drained bool) { return r.round(ctx, out, events, n, lastScan) }
 	for {
-		ended, err := r.epoll.Serve(events, 200*time.Millisecond, round)
+		n, err := r.epoll.Wait(events, 200*time.Millisecond)
+		if n > 0 {
+			r.readAt = time.Now().UnixNano()
+		}
+		// A full array of events means more clients are ready than one
+		// round serves: the accept stage holds back new ones meanwhile.
+		if full := n == len(events); full != r.saturated {
+			r.saturated = full
+			r.flow.saturate(full)
+		}
 		if err != nil && err != unix.EINTR {
 			glog.Errorf("read: epoll_wait: %v", err)
 			r.closeAll(ctx, out, "read error")
 			return
 		}
-		if !ended {
-			r.setSaturated(false) // nothing was ready for a while
+		for _, ev := range events[:max(n, 0)] {
+			if ev.Fd == int32(r.wakefd) {
+				r.handleWake(ctx, out)
+				continue
+			}
+			r.mu.Lock()
+			c := r.conns[ev.Fd]
+			r.mu.Unlock()
+			if c != nil {
+				r.readConn(ctx, c, out)
+			}
 		}
 		if ctx.Err() != nil {
 			r.closeAll(ctx, out, "shutdown")
@@ -298,43 +311,6 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	}
 }
 
-// round reads the n ready sockets of events, and reports whether the loop
-// has work due (done: a shutdown, a drain, the timeout scan) and whether
-// it read every socket to EAGAIN or its end (drained: see
-// frontend.EpollSet.Serve).
-func (r *reader) round(ctx context.Context, out chan<- chunk, events []unix.EpollEvent, n int, lastScan time.Time) (done, drained bool) {
-	now := time.Now()
-	r.now, r.readAt = now.UnixNano(), now.UnixNano()
-	// A full array of events means more clients are ready than one round
-	// serves: the accept stage holds back new ones meanwhile.
-	r.setSaturated(n == len(events))
-	drained = true
-	for _, ev := range events[:n] {
-		if ev.Fd == int32(r.wakefd) {
-			r.handleWake(ctx, out) // one read empties the eventfd
-			continue
-		}
-		r.mu.Lock()
-		c := r.conns[ev.Fd]
-		r.mu.Unlock()
-		drained = c != nil && r.readConn(ctx, c, out) && drained
-	}
-	r.resume()
-	r.mu.Lock()
-	draining := r.draining
-	r.mu.Unlock()
-	return draining || ctx.Err() != nil || now.Sub(lastScan) >= time.Second/2, drained
-}
-
-// setSaturated records whether the last round was full, for the flow
-// control.
-func (r *reader) setSaturated(full bool) {
-	if full != r.saturated {
-		r.saturated = full
-		r.flow.saturate(full)
-	}
-}
-
 func (r *reader) handleWake(ctx context.Context, out chan<- chunk) {
 	var b [8]byte
 	rawsys.Read(r.wakefd, b[:])
@@ -357,11 +333,10 @@ const maxReadsPerEvent = 4
 // EAGAIN or EOF saves a trip through epoll_wait for the common client that
 // sends its checks and closes at once, and the last read waits for what the
 // next one finds: such a client's checks and its end go downstream as one
-// chunk, one hand-off rather than two. It reports whether it read the
-// socket to EAGAIN or its end.
-func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) (drained bool) {
+// chunk, one hand-off rather than two.
+func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) {
 	if c.read.awaitingHeader && !r.readHeader(ctx, c, out) {
-		return false
+		return
 	}
 	var held []byte
 	flush := func() bool {
@@ -377,7 +352,7 @@ func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) 
 			if flush() {
 				r.pause(c)
 			}
-			return false
+			return
 		}
 		buf := getBuf(r.cfg.ChunkSize)
 		n, err := rawsys.Read(c.read.fd, buf)
@@ -393,24 +368,24 @@ func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) 
 			b := shrinkChunk(buf, n)
 			r.flow.take(c, cap(b))
 			if !flush() {
-				return false
+				return
 			}
 			held = b
 		case n == 0:
 			putBuf(buf)
 			r.closeConnWith(ctx, c, out, "", held)
-			return true
+			return
 		case err == unix.EINTR:
 			putBuf(buf)
 		case err == unix.EAGAIN:
 			putBuf(buf)
-			return flush()
+			flush()
+			return
 		default:
 			putBuf(buf)
 			r.closeConnWith(ctx, c, out, err.Error(), held)
-			return true
+			return
 		}
 	}
 	flush()
-	return false
 }
