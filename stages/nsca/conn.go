@@ -147,6 +147,24 @@ func shrinkChunk(b []byte, n int) []byte {
 // capacity is the pool's.
 var bufPools sync.Map // int (capacity) → *sync.Pool of *byte
 
+// commonPools are the pools of the sizes every connection uses (a read
+// chunk, a send_nsca packet), which poolOf finds by a comparison each
+// rather than by the sync.Map's hash and type assertion: several buffers
+// go through a pool per check.
+var commonPools = [...]*sync.Pool{bufPool(chunkSize), bufPool(codec.Size)}
+
+// poolOf is bufPool(n), the common sizes first.
+func poolOf(n int) *sync.Pool {
+	switch n {
+	case chunkSize:
+		return commonPools[0]
+	case codec.Size:
+		return commonPools[1]
+	}
+	return bufPool(n)
+}
+
+// bufPool is the pool of buffers of capacity n, made at its first use.
 func bufPool(n int) *sync.Pool {
 	if p, ok := bufPools.Load(n); ok {
 		return p.(*sync.Pool)
@@ -156,12 +174,12 @@ func bufPool(n int) *sync.Pool {
 }
 
 // getBuf returns a pooled buffer of n bytes.
-func getBuf(n int) []byte { return unsafe.Slice(bufPool(n).Get().(*byte), n) }
+func getBuf(n int) []byte { return unsafe.Slice(poolOf(n).Get().(*byte), n) }
 
 // putBuf returns a buffer from getBuf, by its capacity.
 func putBuf(b []byte) {
 	b = b[:cap(b)]
-	bufPool(cap(b)).Put(unsafe.SliceData(b))
+	poolOf(cap(b)).Put(unsafe.SliceData(b))
 }
 
 // getPacketBuf returns a buffer for a packet of n bytes, n bytes long or

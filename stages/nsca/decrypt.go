@@ -313,11 +313,13 @@ func (d *decrypter) feedDecided(ctx context.Context, c *clientConn, buf []byte, 
 		if c.decrypt.curN < target {
 			return
 		}
+		valid := false // not known yet
 		if c.decrypt.packetSize == 0 {
-			size, decided, valid := d.decideSize(c.decrypt.cur[:c.decrypt.curN])
+			size, decided, ok := d.decideSize(c.decrypt.cur[:c.decrypt.curN])
 			if !decided {
 				continue
 			}
+			valid = ok
 			c.decrypt.packetSize, c.decrypt.firstBad = size, !valid
 			// A wrong version at the start means a wrong password or method:
 			// validation rejects that first packet, and the rest of the
@@ -329,7 +331,7 @@ func (d *decrypter) feedDecided(ctx context.Context, c *clientConn, buf []byte, 
 			d.stats.Received.Add(1)
 			data := c.decrypt.cur[:c.decrypt.packetSize]
 			c.decrypt.cur, c.decrypt.curN = nil, 0
-			if !d.handOn(ctx, c, data, readAt, out) {
+			if !d.handOn(ctx, c, data, valid, readAt, out) {
 				return
 			}
 		}

@@ -20,8 +20,11 @@ var errUnmatched = errors.New("nsca: no secret this client may use decrypts its 
 // valid version-3 packet with its CRC is handed on as the connection's
 // form refusal (Malformed), so that validation counts it, in order with
 // what came before, and closes the connection, as stock does. data goes
-// back to its pool. It returns false once the pipeline is torn down.
-func (d *decrypter) handOn(ctx context.Context, c *clientConn, data []byte, readAt int64, out chan<- intake.Submission) bool {
+// back to its pool. valid says the caller found data a valid packet
+// already (codec.Valid: the first packet, which decides the framing or
+// the secret), so that its CRC is not computed twice. It returns false
+// once the pipeline is torn down.
+func (d *decrypter) handOn(ctx context.Context, c *clientConn, data []byte, valid bool, readAt int64, out chan<- intake.Submission) bool {
 	src := d.source(c)
 	if src.Closed() {
 		// A refusal closed the connection while this was on its way.
@@ -30,7 +33,7 @@ func (d *decrypter) handOn(ctx context.Context, c *clientConn, data []byte, read
 		return true
 	}
 	s := intake.Submission{Source: src, ReadAt: readAt}
-	if refusal := d.form(c, data); refusal != nil {
+	if refusal := d.form(c, data, valid); refusal != nil {
 		s.Malformed = refusal
 	} else {
 		s.Result = codec.Decode(data)
@@ -43,10 +46,14 @@ func (d *decrypter) handOn(ctx context.Context, c *clientConn, data []byte, read
 	return stage.Send(ctx, out, s)
 }
 
-// form refuses a packet that is no valid version-3 packet with its CRC,
-// or that no secret of c's decrypted.
-func (d *decrypter) form(c *clientConn, data []byte) *intake.Refusal {
-	if err := codec.Check(data); err != nil {
+// form refuses a packet that is no valid version-3 packet with its CRC
+// (unless valid says it is one), or that no secret of c's decrypted.
+func (d *decrypter) form(c *clientConn, data []byte, valid bool) *intake.Refusal {
+	var err error
+	if !valid {
+		err = codec.Check(data)
+	}
+	if err != nil {
 		if c.decrypt.cipherErr != nil {
 			err = fmt.Errorf("%w (decryption failed: %v)", err, c.decrypt.cipherErr)
 		}

@@ -124,7 +124,7 @@ func (d *decrypter) matched(ctx context.Context, c *clientConn, k *keyed, readAt
 	d.stats.Received.Add(1)
 	data := c.decrypt.cur[:c.decrypt.packetSize]
 	c.decrypt.cur, c.decrypt.curN = nil, 0
-	d.handOn(ctx, c, data, readAt, out)
+	d.handOn(ctx, c, data, true, readAt, out)
 }
 
 // unmatched hands c, whose first bytes no candidate decrypts, to the first

@@ -11,7 +11,18 @@ import (
 
 // Send delivers v unless the pipeline is being torn down. Every send between
 // stages goes through it, so a cancelled pipeline never blocks a goroutine.
+//
+// A send that need not wait (room in ch, or a receiver waiting) is tried
+// alone first: a select with a default is a plain non-blocking send, where
+// the select over ch and ctx.Done() locks both channels, and that on every
+// hand-off of every check. When both are ready the select chose at random,
+// so delivering then is one of the outcomes it had.
 func Send[T any](ctx context.Context, ch chan<- T, v T) bool {
+	select {
+	case ch <- v:
+		return true
+	default:
+	}
 	select {
 	case ch <- v:
 		return true
