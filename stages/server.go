@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,9 @@ type Server struct {
 
 	queuesMu sync.Mutex
 	queues   map[string]func() int // depth of each queue, while running
+	// queueNames are the queues a snapshot shows at zero when they have
+	// no depth yet; under queuesMu, made by the first snapshot.
+	queueNames []string
 }
 
 // Settings derived from the config that are not options of their own.
@@ -309,15 +313,28 @@ func (s *Server) SnapshotInto(snap *counters.Snapshot) {
 	if snap.Queues == nil {
 		snap.Queues = map[string]int64{}
 	}
-	clear(snap.Queues)
-	for _, name := range stageQueues {
-		snap.Queues[name] = 0
+	// A worker snapshots after its batches, a batch a check at a trickle:
+	// the names are made once, and the map's keys overwritten in place.
+	if s.queueNames == nil {
+		s.queueNames = append([]string(nil), stageQueues[:]...)
+		for _, d := range s.dests {
+			s.queueNames = append(s.queueNames, "destination_"+d.Name)
+		}
 	}
-	for _, d := range s.dests {
-		snap.Queues["destination_"+d.Name] = 0
+	for _, name := range s.queueNames {
+		snap.Queues[name] = 0
 	}
 	for name, depth := range s.queues {
 		snap.Queues[name] = int64(depth())
+	}
+	// Keys of another server's queues (a snapshot reused across a reload)
+	// go; with only the usual names there is nothing to look for.
+	if len(snap.Queues) > len(s.queueNames) {
+		for name := range snap.Queues {
+			if _, ok := s.queues[name]; !ok && !slices.Contains(s.queueNames, name) {
+				delete(snap.Queues, name)
+			}
+		}
 	}
 }
 
