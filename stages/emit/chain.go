@@ -169,6 +169,13 @@ func (r *chainRunner) holding() (n int) {
 	return n
 }
 
+// waiting reports whether the chain has what its goroutine's ticks are
+// for: results a sink holds, or a gate closed until a sink checks healthy.
+// Only that goroutine changes either.
+func (r *chainRunner) waiting() bool {
+	return r.holding() > 0 || r.results.p.Load() != nil || r.cmds.p.Load() != nil
+}
+
 // countHeld adds the change in what this chain holds to counters.Stats.Held, which
 // sums every chain's.
 func (r *chainRunner) countHeld() {

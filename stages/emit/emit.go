@@ -158,16 +158,17 @@ const (
 // that got this far was received from a client and must reach a sink or a
 // drop counter.
 func (e *emitter) dispatch(in <-chan sink.Item) {
-	tick := time.NewTicker(flushInterval)
-	defer tick.Stop()
+	var tick lazyTicker
+	defer tick.follow(false)
 	items := make([]sink.Item, 0, maxBatch)
 	for {
 		var it sink.Item
 		var ok bool
 		select {
 		case it, ok = <-in:
-		case <-tick.C:
+		case <-tick.C():
 			e.flushOverflow()
+			tick.follow(e.overflowWaiting())
 			continue
 		}
 		if !ok {
@@ -192,7 +193,19 @@ func (e *emitter) dispatch(in <-chan sink.Item) {
 			}
 		}
 		e.hand(items)
+		tick.follow(e.overflowWaiting())
 	}
+}
+
+// overflowWaiting reports whether a destination's overflow holds results
+// or has a gate closed: what the dispatcher's ticks are for.
+func (e *emitter) overflowWaiting() bool {
+	for _, d := range e.dests {
+		if d.overflow != nil && d.overflow.waiting() {
+			return true
+		}
+	}
+	return false
 }
 
 // hand gives a batch to every destination. Each gets its own copy of the
@@ -234,8 +247,8 @@ func (e *emitter) done(b *batch) {
 // serve is a destination's goroutine: it writes queued batches through its
 // chain and gives held results a chance on a timer.
 func (e *emitter) serve(ctx context.Context, d *destRunner) {
-	tick := time.NewTicker(flushInterval)
-	defer tick.Stop()
+	var tick lazyTicker
+	defer tick.follow(false)
 	for {
 		select {
 		case b, ok := <-d.queue:
@@ -252,10 +265,11 @@ func (e *emitter) serve(ctx context.Context, d *destRunner) {
 			}
 			d.queued.Add(-int64(len(b.items)))
 			e.done(b)
-		case <-tick.C:
+		case <-tick.C():
 			d.chain.flush()
 			d.chain.check(time.Now())
 		}
+		tick.follow(d.chain.waiting())
 	}
 }
 
