@@ -37,6 +37,17 @@ func spreadFirstWorker(t *testing.T, d *lcDaemon) int {
 	return pid
 }
 
+// spreadStart runs a daemon of two workers (nsca_workers_spread at its
+// default) writing to the command file cmd, and returns its workers and
+// the first of them.
+func spreadStart(t *testing.T) (d *lcDaemon, cmd string, workers []int, first int) {
+	t.Helper()
+	cmd = commandFile(t, t.TempDir())
+	d = lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
+	workers = d.waitWorkers(2, 30*time.Second)
+	return d, cmd, workers, spreadFirstWorker(t, d)
+}
+
 // spreadOwner is which of pids holds the daemon's end of the loopback
 // connection from clientPort to serverPort, or 0.
 func spreadOwner(serverPort, clientPort int, pids []int) int {
@@ -91,10 +102,7 @@ func spreadDialOwner(t *testing.T, port int, workers []int, timeout time.Duratio
 // a chance of one in half a million.
 func TestWorkersTrickleGoesToTheFirst(t *testing.T) {
 	t.Parallel()
-	cmd := commandFile(t, t.TempDir())
-	d := lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
-	workers := d.waitWorkers(2, 30*time.Second)
-	first := spreadFirstWorker(t, d)
+	d, cmd, workers, first := spreadStart(t)
 	owners := map[int]int{}
 	var want []string
 	for i := range 20 {
@@ -125,10 +133,7 @@ func TestWorkersTrickleGoesToTheFirst(t *testing.T) {
 // arrives.
 func TestWorkersSpreadWhenTheFirstIsStuck(t *testing.T) {
 	t.Parallel()
-	cmd := commandFile(t, t.TempDir())
-	d := lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
-	workers := d.waitWorkers(2, 30*time.Second)
-	first := spreadFirstWorker(t, d)
+	d, cmd, workers, first := spreadStart(t)
 	if err := syscall.Kill(first, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +143,26 @@ func TestWorkersSpreadWhenTheFirstIsStuck(t *testing.T) {
 			syscall.Kill(first, syscall.SIGCONT)
 		}
 	}()
-	const conns = 60
+	// Clients keep coming, one every 10 ms, until the other worker has
+	// served some (the queue passed 16 and the supervisor, which looks
+	// every 200 ms, spread them) or 5 s have passed.
 	var (
 		mu     sync.Mutex
 		owners = map[int]int{}
 		served sync.WaitGroup
 		want   []string
 	)
-	for i := range conns {
+	other := func() (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for pid, k := range owners {
+			if pid != first && pid != 0 {
+				n += k
+			}
+		}
+		return n
+	}
+	for i, end := 0, time.Now().Add(5*time.Second); other() == 0 && time.Now().Before(end); i++ {
 		c := rawCheck{1, "stuck", fmt.Sprintf("svc-%d", i), "warn"}
 		want = append(want, c.line())
 		served.Add(1)
@@ -161,26 +178,15 @@ func TestWorkersSpreadWhenTheFirstIsStuck(t *testing.T) {
 			mu.Unlock()
 			r.c.Write(r.packets(lcPassword, []rawCheck{c}))
 		}()
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
-	var other int
-	waitFor(5*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		other = 0
-		for pid, n := range owners {
-			if pid != first && pid != 0 {
-				other += n
-			}
-		}
-		return other > 0
-	})
+	servedByOther := other()
 	syscall.Kill(first, syscall.SIGCONT)
 	stopped = false
 	served.Wait()
 	t.Logf("workers %v, the first %d stopped; connections by worker: %v", workers, first, owners)
-	if other == 0 {
-		t.Errorf("with the first worker stopped, no other worker served any of %d connections within 5 s", conns)
+	if servedByOther == 0 {
+		t.Errorf("with the first worker stopped, no other worker served any of %d connections within 5 s", len(want))
 	}
 	if owners[0] > 0 {
 		t.Errorf("%d connections had no owner among the workers %v", owners[0], workers)

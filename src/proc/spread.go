@@ -94,10 +94,15 @@ func (sp *Spreader) step(now time.Time, first, all []int, queued int) bool {
 	wall := now.Sub(sp.lastAt)
 	measured := !sp.lastAt.IsZero() && wall > 0
 	sp.last, sp.lastAt = used, now
-	if !measured {
+	// A queue needs no measurement: clients that wait from the first
+	// interval on (a burst at start, a worker stuck at once) are spread.
+	if !measured && queued <= spreadQueued {
 		return false
 	}
-	firstLoad, totalLoad := float64(firstCPU)/float64(wall), float64(totalCPU)/float64(wall)
+	var firstLoad, totalLoad float64
+	if measured {
+		firstLoad, totalLoad = float64(firstCPU)/float64(wall), float64(totalCPU)/float64(wall)
+	}
 	wide, quiet := nextSpread(sp.wide, firstLoad, totalLoad, queued, sp.quiet)
 	sp.quiet = quiet
 	if wide == sp.wide {

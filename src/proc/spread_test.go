@@ -90,6 +90,10 @@ func TestSpreaderStepMeasuresEachWorker(t *testing.T) {
 	if step([]int{1}, []int{1, 2}, 0) || sp.wide {
 		t.Fatal("the first step, with nothing to measure against, changed the spreading")
 	}
+	first := &Spreader{CPU: sp.CPU}
+	if !first.step(now, []int{1}, []int{1, 2}, spreadQueued+1) || !first.wide {
+		t.Error("a queue at the first step did not spread the connections")
+	}
 	used[2] += spreadInterval // the second worker is busy, the first idle
 	if step([]int{1}, []int{1, 2}, 0) || sp.wide {
 		t.Error("a busy second worker spread the connections; only the first worker's load counts")
