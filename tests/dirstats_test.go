@@ -176,8 +176,11 @@ func TestCppSampleDirStats(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(stats, fmt.Sprintf("nsca-stats-%d.txt", slot)))
 		t.Logf("nsca-stats-%d.txt:\n%s", slot, b)
 	}
-	// Only the four files: the temporary ones are renamed into place.
-	if entries, _ := os.ReadDir(stats); len(entries) != 4 {
+	// Only the four files: the temporary ones are renamed into place. A
+	// worker may be rewriting its file as the directory is read (CI caught
+	// one in flight), so a temporary file counts only if it stays.
+	var entries []os.DirEntry
+	if !waitFor(2*time.Second, func() bool { entries, _ = os.ReadDir(stats); return len(entries) == 4 }) {
 		t.Errorf("dir_stats holds %d entries, want the 4 files: %v", len(entries), entries)
 	}
 
