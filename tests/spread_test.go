@@ -19,11 +19,12 @@ import (
 // Which worker serves a connection is read from the system: the worker
 // whose descriptors hold the server's end of it.
 
-// spreadFirstWorker is the pid of the daemon's worker of slot 0, from the
+// spreadFirstWorker is the pid of the daemon's worker of slot 0 in
+// generation gen (the first is 1, each reload one more), from the
 // supervisor's log.
-func spreadFirstWorker(t *testing.T, d *lcDaemon) int {
+func spreadFirstWorker(t *testing.T, d *lcDaemon, gen int) int {
 	t.Helper()
-	re := regexp.MustCompile(`started worker 0 \(generation 1\) pid (\d+)`)
+	re := regexp.MustCompile(fmt.Sprintf(`started worker 0 \(generation %d\) pid (\d+)`, gen))
 	var pid int
 	waitFor(10*time.Second, func() bool {
 		if m := re.FindStringSubmatch(d.Stderr()); m != nil {
@@ -45,7 +46,7 @@ func spreadStart(t *testing.T) (d *lcDaemon, cmd string, workers []int, first in
 	cmd = commandFile(t, t.TempDir())
 	d = lcStart(t, lcCfg(cmd, lcWorkers(2)), daemonOpts{})
 	workers = d.waitWorkers(2, 30*time.Second)
-	return d, cmd, workers, spreadFirstWorker(t, d)
+	return d, cmd, workers, spreadFirstWorker(t, d, 1)
 }
 
 // spreadOwner is which of pids holds the daemon's end of the loopback
@@ -103,24 +104,61 @@ func spreadDialOwner(t *testing.T, port int, workers []int, timeout time.Duratio
 func TestWorkersTrickleGoesToTheFirst(t *testing.T) {
 	t.Parallel()
 	d, cmd, workers, first := spreadStart(t)
-	owners := map[int]int{}
-	var want []string
+	owners, want := spreadTrickle(t, d.Port, workers, "trickle")
+	t.Logf("workers %v, the first %d; connections by worker: %v", workers, first, owners)
+	if owners[first] != len(want) {
+		t.Errorf("of %d trickling connections the first worker (%d) served %d; by worker: %v", len(want), first, owners[first], owners)
+	}
+	waitFileLines(t, cmd, len(want))
+	lcAssertOnce(t, lcOutput(t, cmd), want)
+}
+
+// spreadTrickle sends 20 checks, one connection each, 20 ms apart, and
+// returns how many connections each of workers served and the command
+// file lines the checks make.
+func spreadTrickle(t *testing.T, port int, workers []int, host string) (owners map[int]int, want []string) {
+	t.Helper()
+	owners = map[int]int{}
 	for i := range 20 {
-		r, owner := spreadDialOwner(t, d.Port, workers, 5*time.Second)
+		r, owner := spreadDialOwner(t, port, workers, 5*time.Second)
 		if r == nil {
 			t.Fatalf("connection %d: no init packet", i)
 		}
 		owners[owner]++
-		c := rawCheck{0, "trickle", fmt.Sprintf("svc-%d", i), "ok"}
+		c := rawCheck{0, host, fmt.Sprintf("svc-%d", i), "ok"}
 		r.write(t, r.packets(lcPassword, []rawCheck{c}), 0)
 		r.c.Close()
 		want = append(want, c.line())
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("workers %v, the first %d; connections by worker: %v", workers, first, owners)
-	if owners[first] != 20 {
-		t.Errorf("of 20 trickling connections the first worker (%d) served %d; by worker: %v", first, owners[first], owners)
+	return owners, want
+}
+
+// TestWorkersSpreadFollowsReload: with nsca_workers_spread=always a
+// trickle goes to both workers; a SIGHUP to load has the new generation's
+// first worker take all of it.
+func TestWorkersSpreadFollowsReload(t *testing.T) {
+	t.Parallel()
+	cmd := commandFile(t, t.TempDir())
+	cfg := lcCfg(cmd, merge(lcWorkers(2), Config{"nsca_workers_spread": "always"}))
+	d := lcStart(t, cfg, daemonOpts{})
+	old := d.waitWorkers(2, 30*time.Second)
+	owners, want := spreadTrickle(t, d.Port, old, "always")
+	t.Logf("always: workers %v; connections by worker: %v", old, owners)
+	if len(owners) < 2 {
+		t.Errorf("with nsca_workers_spread=always, all %d trickling connections went to one worker: %v", len(want), owners)
 	}
+	d.rewriteConfig(merge(cfg, Config{"nsca_workers_spread": "load"}))
+	d.Signal(syscall.SIGHUP)
+	d.waitLog(regexp.MustCompile(`SIGHUP: configuration reloaded`), 20*time.Second)
+	workers := d.waitWorkers(2, 30*time.Second, old...)
+	first := spreadFirstWorker(t, d, 2)
+	owners, more := spreadTrickle(t, d.Port, workers, "load")
+	t.Logf("load after SIGHUP: workers %v, the first %d; connections by worker: %v", workers, first, owners)
+	if owners[first] != len(more) {
+		t.Errorf("after a SIGHUP to nsca_workers_spread=load, the first worker (%d) served %d of %d trickling connections; by worker: %v", first, owners[first], len(more), owners)
+	}
+	want = append(want, more...)
 	waitFileLines(t, cmd, len(want))
 	lcAssertOnce(t, lcOutput(t, cmd), want)
 }

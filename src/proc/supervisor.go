@@ -205,11 +205,15 @@ func (s *Supervisor) Start() error {
 	if err != nil {
 		return err
 	}
+	// Steered before the workers serve: until then the kernel would hash
+	// the first clients over every socket, where the Spreader wants the
+	// first one only; a socket whose worker is not ready yet holds them in
+	// its queue.
+	s.steer()
 	if err := waitReady(procs, 15*time.Second); err != nil {
 		s.stop(procs)
 		return err
 	}
-	s.steer()
 	return nil
 }
 
