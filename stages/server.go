@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -314,27 +313,19 @@ func (s *Server) SnapshotInto(snap *counters.Snapshot) {
 		snap.Queues = map[string]int64{}
 	}
 	// A worker snapshots after its batches, a batch a check at a trickle:
-	// the names are made once, and the map's keys overwritten in place.
+	// the names are made once, not concatenated for each snapshot.
 	if s.queueNames == nil {
 		s.queueNames = append([]string(nil), stageQueues[:]...)
 		for _, d := range s.dests {
 			s.queueNames = append(s.queueNames, "destination_"+d.Name)
 		}
 	}
+	clear(snap.Queues)
 	for _, name := range s.queueNames {
 		snap.Queues[name] = 0
 	}
 	for name, depth := range s.queues {
 		snap.Queues[name] = int64(depth())
-	}
-	// Keys of another server's queues (a snapshot reused across a reload)
-	// go; with only the usual names there is nothing to look for.
-	if len(snap.Queues) > len(s.queueNames) {
-		for name := range snap.Queues {
-			if _, ok := s.queues[name]; !ok && !slices.Contains(s.queueNames, name) {
-				delete(snap.Queues, name)
-			}
-		}
 	}
 }
 
