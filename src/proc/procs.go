@@ -51,12 +51,23 @@ func nextProcs(cur, ceiling int, load float64, quiet int) (procs, quietAfter int
 	case cur < ceiling && load > raiseAt:
 		return ceiling, 0
 	case cur > 1 && load < lowerAt:
-		if quiet+1 >= lowerAfter {
+		lower, quietAfter := quietInterval(quiet)
+		if lower {
 			return 1, 0
 		}
-		return cur, quiet + 1
+		return cur, quietAfter
 	}
 	return cur, 0
+}
+
+// quietInterval counts one more interval below lowerAt after quiet in a
+// row: it reports whether that makes lowerAfter, time to come down (the
+// count starts again), or else the count.
+func quietInterval(quiet int) (lower bool, quietAfter int) {
+	if quiet+1 >= lowerAfter {
+		return true, 0
+	}
+	return false, quiet + 1
 }
 
 // procGovernor moves GOMAXPROCS between 1 and its ceiling with the

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"slices"
 	"time"
 
 	"github.com/golang/glog"
@@ -41,10 +42,8 @@ func nextSpread(wide bool, first, total float64, queued, quiet int) (wideNext bo
 	case !wide && (first > raiseAt || queued > spreadQueued):
 		return true, 0
 	case wide && total < lowerAt && queued == 0:
-		if quiet+1 >= lowerAfter {
-			return false, 0
-		}
-		return true, quiet + 1
+		lower, quietAfter := quietInterval(quiet)
+		return !lower, quietAfter
 	}
 	return wide, 0
 }
@@ -85,10 +84,8 @@ func (sp *Spreader) step(now time.Time, first, all []int, queued int) bool {
 			continue
 		}
 		totalCPU += cpu - before
-		for _, f := range first {
-			if f == pid {
-				firstCPU += cpu - before
-			}
+		if slices.Contains(first, pid) {
+			firstCPU += cpu - before
 		}
 	}
 	wall := now.Sub(sp.lastAt)
