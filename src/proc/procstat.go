@@ -45,6 +45,12 @@ func statField(fields []string, n int) float64 {
 	return v
 }
 
+// statCPU is the user and system CPU time in fields, a /proc/PID/stat
+// line's (procStat), in seconds.
+func statCPU(fields []string) float64 {
+	return (statField(fields, 14) + statField(fields, 15)) / clockTicks
+}
+
 // openFDs counts the descriptors pid (self for 0) has open.
 func openFDs(pid int) int64 {
 	path := "/proc/self/fd"
@@ -66,7 +72,7 @@ func processStats(workers func() []int) counters.ProcessStats {
 	page := float64(unix.Getpagesize())
 	self := procStat(0)
 	p := counters.ProcessStats{
-		CPUSeconds:    (statField(self, 14) + statField(self, 15) + statField(self, 16) + statField(self, 17)) / clockTicks,
+		CPUSeconds:    statCPU(self) + (statField(self, 16)+statField(self, 17))/clockTicks,
 		ResidentBytes: int64(statField(self, 24) * page),
 		VirtualBytes:  int64(statField(self, 23)),
 		OpenFDs:       openFDs(0),
@@ -81,7 +87,7 @@ func processStats(workers func() []int) counters.ProcessStats {
 		if f == nil {
 			continue
 		}
-		p.CPUSeconds += (statField(f, 14) + statField(f, 15)) / clockTicks
+		p.CPUSeconds += statCPU(f)
 		p.ResidentBytes += int64(statField(f, 24) * page)
 		p.VirtualBytes += int64(statField(f, 23))
 		p.OpenFDs += openFDs(pid)

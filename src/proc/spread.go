@@ -120,6 +120,5 @@ func processCPUOf(pid int) (time.Duration, bool) {
 	if f == nil {
 		return 0, false
 	}
-	ticks := statField(f, 14) + statField(f, 15)
-	return time.Duration(ticks * float64(time.Second) / clockTicks), true
+	return time.Duration(statCPU(f) * float64(time.Second)), true
 }
