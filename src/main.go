@@ -104,6 +104,7 @@ func run(args []string) int {
 		slot = worker.Slot
 	}
 	process := stages.NewProcess(slot)
+	process.Counters = worker.Counters()
 	app := &proc.App{
 		Args:          args,
 		Load:          func() (*conf.Config, error) { return loadConfig(o) },

@@ -95,6 +95,10 @@ func CgoGoroutines(cfg *conf.Config) int {
 type Process struct {
 	emit.Process
 	Clients *diagnose.Registry
+	// Counters is where the process's pipeline keeps its counters, for
+	// a supervisor to read; nil keeps them on the heap. Only the first
+	// pipeline of a process keeps them there (a worker runs one).
+	Counters *counters.Arena
 }
 
 // NewProcess returns what the pipelines of the process in worker slot
@@ -118,7 +122,7 @@ func newStandalone(cfg *conf.Config, listeners []int) (*Server, error) {
 // worker slot, reopen requests, Gearman start_times and sources table it
 // shares with the process's other pipelines.
 func New(cfg *conf.Config, listeners []int, p Process) (*Server, error) {
-	s := &Server{cfg: cfg, stats: counters.NewStats(), log: counters.NewRateLog(10*time.Second, 5), clients: p.Clients}
+	s := &Server{cfg: cfg, stats: counters.NewStatsIn(p.Counters), log: counters.NewRateLog(10*time.Second, 5), clients: p.Clients}
 	var err error
 	if s.front, err = nsca.New(cfg, listeners, shutdownGrace, stage.Env{Stats: s.stats, Log: s.log}); err != nil {
 		return nil, err

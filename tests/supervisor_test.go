@@ -181,17 +181,13 @@ func TestSupervisorKillStorm(t *testing.T) {
 		t.Errorf("workers lost their socket: %q", bad[:min(3, len(bad))])
 	}
 	d.stop()
-	// What killed workers delivered after their last report is missing
-	// from the supervisor's totals: say how much, against the command file.
-	// A worker reports a batch as it delivers it, or within a millisecond
-	// of its last report, so a kill takes out of the totals about a
-	// millisecond of its results. The bound is eight milliseconds' worth,
-	// or two connections' checks when that is more: on a loaded machine
-	// with GOGC=1 a kill has been seen to take four milliseconds' worth
-	// (the scheduler, not the reporting), and this test must not flake;
-	// TestWorkerReportsBatchesAtOnce pins the reporting itself. With a
-	// report at most every 5 ms, by a goroutine woken to send it, each kill
-	// took about ten milliseconds' worth (9-12 results a kill here).
+	// A worker keeps its counters on the board, which the supervisor
+	// still reads after the worker was killed: nothing a killed worker
+	// delivered is missing from the totals, but a batch written and not
+	// yet counted when the kill landed (a window of microseconds; none in
+	// ten runs here, GOGC=1 among them). The bound allows two such in ten
+	// kills. With reports after each batch instead, each kill took out
+	// up to a millisecond's worth: 5 and 20 missing in two runs.
 	st := statsLines(d.Stderr(), "stopped")
 	if len(st) == 0 {
 		t.Fatalf("no final statistics line from the supervisor")
@@ -199,11 +195,10 @@ func TestSupervisorKillStorm(t *testing.T) {
 	emitted := int(sum(st[len(st)-1].emitted))
 	perWorkerMs := float64(len(counts)-len(after)) / storm.Seconds() / 2 / 1000
 	missing := len(counts) - emitted
-	t.Logf("supervisor's final count: %d emitted, %d lines in the command file: %d missing after %d kills, %.1f per kill, a worker delivering %.2f results a millisecond",
-		emitted, len(counts), missing, killed, float64(missing)/float64(killed), perWorkerMs)
-	perKill := max(8*perWorkerMs, 10)
-	if emitted > len(counts) || float64(missing) > float64(killed)*perKill {
-		t.Errorf("the supervisor counts %d emitted for %d lines in the command file after %d kills: want at most %.1f missing per kill", emitted, len(counts), killed, perKill)
+	t.Logf("supervisor's final count: %d emitted, %d lines in the command file: %d missing after %d kills, a worker delivering %.2f results a millisecond",
+		emitted, len(counts), missing, killed, perWorkerMs)
+	if emitted > len(counts) || missing > 2 {
+		t.Errorf("the supervisor counts %d emitted for %d lines in the command file after %d kills: want at most 2 missing", emitted, len(counts), killed)
 	}
 }
 

@@ -24,6 +24,10 @@ const (
 	roleBoard   = "board"   // descriptor 5 is its counters' board
 	roleSyslog  = "syslog"  // it forwards its own log to syslog (Worker.Syslog)
 	roleClients = "clients" // descriptor 6 is the socket on which it hands over its table of sources
+	// roleCounters, "counters=" and the supervisor's counters.Layout in
+	// hexadecimal, says the supervisor reads counters kept on the board
+	// (Board.Counters) laid out as it lays them out.
+	roleCounters = "counters="
 )
 
 // Detached reports whether this process is the detached daemon started by

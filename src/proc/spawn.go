@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/src/proc/board"
+	"nsca_fast/stages/counters"
 	"nsca_fast/stages/rawsys"
 )
 
@@ -135,7 +136,7 @@ func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 		glog.Warningf("supervisor: worker %d reports through its status pipe: %v", slot, err)
 	} else {
 		defer unix.Close(boardFD)
-		role += ":" + roleBoard
+		role += ":" + roleBoard + ":" + roleCounters + strconv.FormatUint(counters.Layout, 16)
 		files = append(files, uintptr(boardFD))
 	}
 	// Without the socket, the worker's sources are missing from /clients.

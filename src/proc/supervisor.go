@@ -110,19 +110,24 @@ type workerProc struct {
 	piped   bool // last came through the status pipe, which then has the newest
 }
 
-// snapshot is the worker's latest counters.
+// snapshot is the worker's latest counters: its last report, with the
+// counters it keeps on the board, if any, read as they are now.
 func (p *workerProc) snapshot() counters.Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.board != nil && !p.piped {
-		if rec, ok := p.board.Read(); ok {
-			var s counters.Snapshot
-			if json.Unmarshal(rec, &s) == nil {
-				return s
-			}
-		}
+	if p.board == nil {
+		return p.last
 	}
-	return p.last
+	var s counters.Snapshot
+	rec, ok := p.board.Read()
+	if p.piped || !ok || json.Unmarshal(rec, &s) != nil {
+		// A copy: reading the board's counters into p.last's own maps
+		// would change the report they started from.
+		s = counters.Snapshot{}
+		s.Add(p.last)
+	}
+	counters.ReadArena(p.board.Counters(), &s)
+	return s
 }
 
 // drain tells the worker to drain, once: a second SIGTERM would abort its

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,9 +39,10 @@ type Worker struct {
 	// then forwards its own, so its drain is logged after the supervisor died.
 	Syslog   bool
 	status   *os.File
-	board    *board.Board // nil: counters go through the status pipe
-	clients  net.Conn     // nil: its sources are missing from the supervisor's /clients
-	tables   *tableServer // serves the table on clients, once ServeClients ran
+	board    *board.Board    // nil: counters go through the status pipe
+	counters *counters.Arena // on the board, when the supervisor reads it; else nil
+	clients  net.Conn        // nil: its sources are missing from the supervisor's /clients
+	tables   *tableServer    // serves the table on clients, once ServeClients ran
 	reported chan struct{}
 
 	encMu sync.Mutex
@@ -65,6 +67,8 @@ func WorkerFromEnv() *Worker {
 		var err error
 		if w.board, err = board.Open(workerBoardFD); err != nil {
 			glog.Errorf("worker %d: %v: reporting counters through the status pipe", w.Slot, err)
+		} else if slices.Contains(flags, roleCounters+strconv.FormatUint(counters.Layout, 16)) {
+			w.counters = counters.NewArena(w.board.Counters())
 		}
 	}
 	if slices.Contains(flags, roleClients) {
@@ -78,6 +82,16 @@ func WorkerFromEnv() *Worker {
 	unix.SetNonblock(workerStatusFD, true)
 	w.status = os.NewFile(workerStatusFD, "status")
 	return w
+}
+
+// Counters is where this worker keeps its counters for the supervisor to
+// read as they count, or nil: on the heap, reported. Nil for a nil w, a
+// process no supervisor started.
+func (w *Worker) Counters() *counters.Arena {
+	if w == nil {
+		return nil
+	}
+	return w.counters
 }
 
 // Listener is the listening socket the supervisor passed.
@@ -156,7 +170,10 @@ const progressGap = time.Millisecond
 // later, and a worker killed with SIGKILL in between took those results
 // out of the totals. Batches within progressGap of a report are reported
 // by the first batch after that, or, if none comes, by a goroutine two
-// gaps after the report; a kill loses at most those.
+// gaps after the report; a kill loses at most those. A worker whose
+// counters are on the board (Counters) loses none and needs no report
+// after a batch: its reports every interval carry the gauges and the
+// queues, which the board's counters do not hold.
 func (w *Worker) ReportEvery(snapshot func(*counters.Snapshot), interval time.Duration, stop <-chan struct{}) (poke func()) {
 	r := &reporter{w: w, snapshot: snapshot, wake: make(chan struct{}, 1)}
 	go r.run(interval, stop)

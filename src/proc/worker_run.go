@@ -57,7 +57,9 @@ func (a *App) RunWorker(cfg *conf.Config, w *Worker) int {
 	go workerSignals(w.Slot, srv, sigs, orphaned)
 	stop := make(chan struct{})
 	poke := w.ReportEvery(srv.SnapshotInto, reportInterval, stop)
-	if p, ok := srv.(interface{ OnProgress(func()) }); ok {
+	// Counters the supervisor reads as they count need no report after
+	// each batch; the reports every interval carry the gauges they lack.
+	if p, ok := srv.(interface{ OnProgress(func()) }); ok && !w.Counters().Taken() {
 		p.OnProgress(poke)
 	}
 	// Counters first: the supervisor's /metrics shows every series from

@@ -39,11 +39,24 @@ const (
 var DropReasons = []string{DropBadVersion, DropBadCRC, DropStale, DropShort, DropAfterReject, DropTooManyChecks, DropSpoofed, DropSink, DropShutdown, DropUnauthorized, DropBadName, DropDestinationDown, DropNoCommandSink}
 
 // Stats are the daemon's counters. They are updated with atomics from every
-// stage, so reading them never stops the pipeline. Each field, and each
-// family by key (Emitted and the methods below it), is a row of the table
-// in table.go, which the snapshot, the metrics and the statistics line
-// follow.
+// stage, so reading them never stops the pipeline. Each field of Cells,
+// and each family by key (Emitted and the methods below it), is a row of
+// the table in table.go, which the snapshot, the metrics and the
+// statistics line follow. Every counter lives in the Stats' arena: the
+// heap, or a worker's memory shared with its supervisor (NewStatsIn).
 type Stats struct {
+	*Cells
+
+	arena   *Arena
+	mu      sync.Mutex
+	keyed   map[string]map[string]*atomic.Uint64 // by row field, then key
+	durable map[string]func() DurableQueue       // see RegisterDurable
+}
+
+// Cells are the counters that are not by key. They hold no pointer, so
+// that they can live in memory shared with another process (an Arena),
+// which reads them while this one counts.
+type Cells struct {
 	// Connections counts accepted connections; Open is how many are open now.
 	Connections atomic.Uint64
 	Open        atomic.Int64
@@ -78,17 +91,22 @@ type Stats struct {
 	// Latency is the time from a result's last byte read to every
 	// destination being done with it.
 	Latency Latency
-
-	mu      sync.Mutex
-	keyed   map[string]map[string]*atomic.Uint64 // by row field, then key
-	durable map[string]func() DurableQueue       // see RegisterDurable
 }
 
-// NewStats returns zeroed counters.
-func NewStats() *Stats {
+// NewStats returns zeroed counters on the heap.
+func NewStats() *Stats { return NewStatsIn(nil) }
+
+// NewStatsIn returns zeroed counters kept in arena, or on the heap when
+// arena is nil or already holds another Stats' counters.
+func NewStatsIn(arena *Arena) *Stats {
 	s := &Stats{keyed: map[string]map[string]*atomic.Uint64{}}
 	for _, r := range statsKeyed {
 		s.keyed[r.field] = map[string]*atomic.Uint64{}
+	}
+	if s.Cells = arena.take(); s.Cells != nil {
+		s.arena = arena
+	} else {
+		s.Cells = new(Cells)
 	}
 	return s
 }
@@ -100,7 +118,7 @@ func (s *Stats) counter(field, key string) *atomic.Uint64 {
 	m := s.keyed[field]
 	c, ok := m[key]
 	if !ok {
-		c = new(atomic.Uint64)
+		c = s.arena.counter(field, key)
 		m[key] = c
 	}
 	return c
@@ -198,7 +216,7 @@ func (s *Stats) Snapshot() Snapshot {
 // Queues, which are the Server's to fill.
 func (s *Stats) SnapshotInto(snap *Snapshot) {
 	s.Latency.snapshotInto(&snap.Latency)
-	live, to := reflect.ValueOf(s).Elem(), reflect.ValueOf(snap).Elem()
+	live, to := reflect.ValueOf(s.Cells).Elem(), reflect.ValueOf(snap).Elem()
 	for _, r := range rows {
 		if r.shape == scalar {
 			r.load(live, to)

@@ -11,12 +11,12 @@ import (
 )
 
 // rows is everything the daemon reports, in the order /metrics writes it:
-// each row is a metric family, or a field of Stats that only feeds a
+// each row is a metric family, or a field of Cells that only feeds a
 // derived family, or both. A row with a field makes Snapshot copy it,
 // Snapshot.Add sum it and Totals.Retire drop it if it is a gauge; a row
 // with a name exposes it; a row with a line key appends it to the
 // statistics line once it is nonzero. Adding a counter is its field in
-// Stats and in Snapshot and one row here; the package's init refuses a
+// Cells and in Snapshot and one row here; the package's init refuses a
 // field without a row, a row without its fields, and bad or duplicate
 // names (see checkRows).
 var rows = []*row{
@@ -133,8 +133,8 @@ const (
 
 // A row is one line of the table above.
 type row struct {
-	// field names the row's field in Stats and in Snapshot: an
-	// atomic.Uint64 or atomic.Int64 in Stats and a uint64 or int64 in
+	// field names the row's field in Cells and in Snapshot: an
+	// atomic.Uint64 or atomic.Int64 in Cells and a uint64 or int64 in
 	// Snapshot, or, for a family by key, a map[string]uint64 in Snapshot
 	// that Stats keeps by key (see Stats.counter). Empty for a family
 	// derived from other fields or from the Source.
@@ -159,7 +159,7 @@ type row struct {
 	samples func(sc *scrape, r *row)
 
 	// Resolved by resolve: the exposition's family, the field's shape
-	// and its index in Stats (scalars only) and in Snapshot.
+	// and its index in Cells (scalars only) and in Snapshot.
 	desc       *metricDesc
 	shape      shape
 	live, snap int
@@ -171,14 +171,14 @@ type shape int
 
 const (
 	derived shape = iota // no field
-	scalar               // atomic.Uint64 or atomic.Int64 in Stats
+	scalar               // atomic.Uint64 or atomic.Int64 in Cells
 	keyed                // a map by key
 )
 
 var (
 	uint64Type  = reflect.TypeFor[atomic.Uint64]()
 	int64Type   = reflect.TypeFor[atomic.Int64]()
-	statsType   = reflect.TypeFor[Stats]()
+	cellsType   = reflect.TypeFor[Cells]()
 	snapType    = reflect.TypeFor[Snapshot]()
 	keyedStats  = reflect.TypeFor[map[string]uint64]()
 	keyedGauges = reflect.TypeFor[map[string]int64]()
@@ -200,6 +200,7 @@ func init() {
 			statsKeyed = append(statsKeyed, r)
 		}
 	}
+	Layout = layout()
 }
 
 // ErrTable reports a table of counters that cannot be served: a bad or
@@ -212,9 +213,9 @@ var (
 	lineKey    = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 )
 
-// checkRows resolves every row against Stats and Snapshot and checks the
+// checkRows resolves every row against Cells and Snapshot and checks the
 // table: names valid and unique, counters named _total and gauges not, a
-// row for every counter of Stats and every field of Snapshot.
+// row for every counter of Cells and every field of Snapshot.
 func checkRows(table []*row) error {
 	fields, names, lines := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for i, r := range table {
@@ -235,10 +236,10 @@ func checkRows(table []*row) error {
 			seen.set[seen.key] = true
 		}
 	}
-	for i := range statsType.NumField() {
-		f := statsType.Field(i)
+	for i := range cellsType.NumField() {
+		f := cellsType.Field(i)
 		if (f.Type == uint64Type || f.Type == int64Type) && !fields[f.Name] {
-			return fmt.Errorf("%w: Stats.%s has no row", ErrTable, f.Name)
+			return fmt.Errorf("%w: Cells.%s has no row", ErrTable, f.Name)
 		}
 	}
 	for i := range snapType.NumField() {
@@ -287,34 +288,34 @@ func (r *row) resolve() error {
 }
 
 // resolveField finds the row's field in Snapshot and, for a scalar, in
-// Stats, of matching types.
+// Cells, of matching types.
 func (r *row) resolveField() error {
 	sf, ok := snapType.FieldByName(r.field)
 	if !ok || len(sf.Index) != 1 {
 		return fmt.Errorf("no field Snapshot.%s", r.field)
 	}
 	r.snap = sf.Index[0]
-	lf, inStats := statsType.FieldByName(r.field)
+	lf, inCells := cellsType.FieldByName(r.field)
 	switch {
 	case sf.Type == keyedStats && !r.external || sf.Type == keyedGauges && r.external:
 		r.shape = keyed
-		if inStats {
-			return fmt.Errorf("a family by key is kept in Stats by key, not in a field Stats.%s", r.field)
+		if inCells {
+			return fmt.Errorf("a family by key is kept in Stats by key, not in a field Cells.%s", r.field)
 		}
 		// Its accessor, Stats.<field>(key), is checked by
 		// TestKeyedFamiliesHaveAccessors: looking a method up by name here
 		// would make the linker keep every exported method of the binary
 		// (1.8 MB more, and about 2 MB more RSS per process).
 		return nil
-	case !inStats || len(lf.Index) != 1:
-		return fmt.Errorf("no field Stats.%s, or Snapshot.%s is not a map[string]uint64", r.field, r.field)
+	case !inCells || len(lf.Index) != 1:
+		return fmt.Errorf("no field Cells.%s, or Snapshot.%s is not a map[string]uint64", r.field, r.field)
 	case lf.Type == uint64Type && sf.Type.Kind() == reflect.Uint64:
 	case lf.Type == int64Type && sf.Type.Kind() == reflect.Int64:
 		if r.kind != gauge {
 			return errors.New("an atomic.Int64 that is not a gauge: counters do not go down")
 		}
 	default:
-		return fmt.Errorf("Stats.%s is %v and Snapshot.%s is %v, want atomic.Uint64 and uint64 or atomic.Int64 and int64",
+		return fmt.Errorf("Cells.%s is %v and Snapshot.%s is %v, want atomic.Uint64 and uint64 or atomic.Int64 and int64",
 			r.field, lf.Type, r.field, sf.Type)
 	}
 	r.shape, r.live, r.signed = scalar, lf.Index[0], lf.Type == int64Type
@@ -352,7 +353,7 @@ func (r *row) checkMetric() error {
 // in is the row's field in s.
 func (r *row) in(s *Snapshot) reflect.Value { return reflect.ValueOf(s).Elem().Field(r.snap) }
 
-// load copies the row's scalar from live, a Stats, into snap, a Snapshot.
+// load copies the row's scalar from live, a Cells, into snap, a Snapshot.
 func (r *row) load(live, snap reflect.Value) {
 	// A worker loads every row for each report; boxing the field into an
 	// interface to switch on its type was a third of that.

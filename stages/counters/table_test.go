@@ -22,7 +22,7 @@ func bump(t *testing.T, st *Stats, r *row) {
 	t.Helper()
 	switch r.shape {
 	case scalar:
-		switch c := reflect.ValueOf(st).Elem().Field(r.live).Addr().Interface().(type) {
+		switch c := reflect.ValueOf(st.Cells).Elem().Field(r.live).Addr().Interface().(type) {
 		case *atomic.Uint64:
 			c.Add(1)
 		case *atomic.Int64:
@@ -218,7 +218,7 @@ func TestCheckRowsRefuses(t *testing.T) {
 		{"bad line key", []*row{with("Refused", func(r *row) { r.line = "Refused!" })}, `line key "Refused!"`},
 		{"empty row", []*row{{}}, "neither a field nor a metric"},
 		{"derived without samples", []*row{{name: "nsca_x", kind: gauge, help: "X."}}, "neither a field nor samples"},
-		{"a missing row", rows[1:], "Stats.Connections has no row"},
+		{"a missing row", rows[1:], "Cells.Connections has no row"},
 	} {
 		err := checkRows(tc.table)
 		if !errors.Is(err, ErrTable) || !strings.Contains(err.Error(), tc.want) {

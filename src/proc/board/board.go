@@ -1,6 +1,7 @@
 // Package board is a shared-memory slot on which one process publishes a
-// small record (a worker its running counters) for another to read (its
-// supervisor) whenever it wants them. Publishing makes no system call and
+// small record (a worker its last report) for another to read (its
+// supervisor) whenever it wants them, beside room for counters that the
+// first keeps there and the second reads as they count (Counters). Publishing makes no system call and
 // wakes nobody: a report every few milliseconds through a pipe woke the
 // supervisor each time, which cost 2 % of a two-worker daemon's CPU.
 //
@@ -22,13 +23,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Size is the size of a board's region in bytes. Only the pages a record
-// touches take memory; a worker's counters take one.
-const Size = 1 << 20
+// Size is the size of a board's region in bytes: the records, then the
+// counters. Only the pages touched take memory; a worker's report takes
+// one, its counters another.
+const Size = recordsSize + countersSize
 
 const (
-	wordBytes   = 8
-	recordWords = Size / wordBytes / 2
+	recordsSize  = 1 << 20
+	countersSize = 1 << 20
+	wordBytes    = 8
+	recordWords  = recordsSize / wordBytes / 2
 	headerWords = 2 // sequence number, length in bytes
 	// MaxRecord is the longest record a board holds.
 	MaxRecord = (recordWords - headerWords) * wordBytes
@@ -174,6 +178,10 @@ func (b *Board) readRecord(r []uint64) ([]byte, uint64, bool) {
 	}
 	return nil, seq, false
 }
+
+// Counters is the board's room for counters, zeroed when created, which
+// both processes map; what is kept there is their own business.
+func (b *Board) Counters() []uint64 { return b.words[recordsSize/wordBytes:] }
 
 // Close unmaps the board.
 func (b *Board) Close() error {
