@@ -33,7 +33,7 @@ const (
 	countersSize = 1 << 20
 	wordBytes    = 8
 	recordWords  = recordsSize / wordBytes / 2
-	headerWords = 2 // sequence number, length in bytes
+	headerWords  = 2 // sequence number, length in bytes
 	// MaxRecord is the longest record a board holds.
 	MaxRecord = (recordWords - headerWords) * wordBytes
 	// readTries bounds how often Read retries a record being rewritten;
