@@ -11,6 +11,7 @@
 #
 #   bash scripts/bench-trickle.sh /tmp/nsca-before ./nsca        # ~4 minutes
 #   TRICKLE_WORKERS=2 ... (nsca_workers of the nsca_fast runs; default 0)
+#   bash scripts/bench-trickle.sh ./nsca ./nsca@w2   # BIN@wN: nsca_workers=N for that one
 #
 # Needs perf, gcc, libmcrypt-dev and ../shared/bench/floor_server.c. Every
 # process started is stopped by its PID.
@@ -37,14 +38,17 @@ gcc -O2 -o "$WORK/nsca-load" scripts/nsca-load.c -lmcrypt -lpthread
 gcc -O2 -o "$WORK/floor_server" ../shared/bench/floor_server.c
 mkfifo "$FIFO"
 
-# start BIN: nsca_fast (start_nsca, XOR), or floor_server for "floor".
+# start BIN: nsca_fast (start_nsca, XOR; BIN@wN with nsca_workers=N), or
+# floor_server for "floor".
 start() {
 	if [ "$1" = floor ]; then
 		DPORT="$(free_port)"
 		start_fifo_writer "$DPORT" "$WORK/daemon.log" "$WORK/floor_server" "$DPORT" "$FIFO"
 		return
 	fi
-	start_nsca "$1" "$WORKERS" 1 ""
+	local workers="$WORKERS"
+	[[ "$1" != *@w* ]] || workers="${1##*@w}"
+	start_nsca "${1%@w*}" "$workers" 1 ""
 }
 
 EVENTS=task-clock,context-switches,cpu-migrations,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_nanosleep,raw_syscalls:sys_enter
