@@ -315,8 +315,8 @@ func (r *row) resolveField() error {
 			return errors.New("an atomic.Int64 that is not a gauge: counters do not go down")
 		}
 	default:
-		return fmt.Errorf("Cells.%s is %v and Snapshot.%s is %v, want atomic.Uint64 and uint64 or atomic.Int64 and int64",
-			r.field, lf.Type, r.field, sf.Type)
+		return fmt.Errorf("field %s is %v in Cells and %v in Snapshot, want atomic.Uint64 and uint64 or atomic.Int64 and int64",
+			r.field, lf.Type, sf.Type)
 	}
 	r.shape, r.live, r.signed = scalar, lf.Index[0], lf.Type == int64Type
 	return nil
