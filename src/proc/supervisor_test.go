@@ -499,6 +499,39 @@ func TestSupervisorCountsFromBoards(t *testing.T) {
 	}
 }
 
+// A worker that keeps its counters on its board is read as it counts:
+// what it counted after its last report is in the totals, and stays there
+// after it was killed; the report's gauges (the queues) are kept beside.
+func TestSupervisorCountsFromBoardCounters(t *testing.T) {
+	f := &fakeSpawner{boards: true}
+	s, _, _ := startSupervisor(t, f, 1, sameN(1))
+	w := f.all()[0]
+	stats := counters.NewStatsIn(counters.NewArena(w.board.Counters()))
+	stats.Received.Add(5)
+	stats.Emitted("fifo").Add(5)
+	report := stats.Snapshot()
+	report.Queues = map[string]int64{"emit": 3}
+	b, err := json.Marshal(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.board.Publish(b); err != nil {
+		t.Fatal(err)
+	}
+	stats.Received.Add(15)
+	stats.Emitted("fifo").Add(15)
+	if got := s.Stats(); got.Received != 20 || got.Emitted["fifo"] != 20 || got.Queues["emit"] != 3 {
+		t.Fatalf("received %d, emitted %v, queues %v; want 20, fifo=20 from the board's counters and emit=3 from the report", got.Received, got.Emitted, got.Queues)
+	}
+	stats.Received.Add(1)
+	stats.Emitted("fifo").Add(1)
+	w.crash()
+	waitUntil(t, "the dead worker was replaced", func() bool { return len(f.all()) == 2 && len(s.Pids()) == 1 })
+	if got := s.Stats(); got.Received != 21 || got.Emitted["fifo"] != 21 {
+		t.Fatalf("after the worker died: received %d, emitted %v; want its last count, 21", got.Received, got.Emitted)
+	}
+}
+
 // A reload from 3 workers to 1 steers new connections to the one socket
 // kept at once, lets the old workers of the two slots gone serve their
 // sockets' queues until they are empty, and then closes those sockets,
