@@ -268,7 +268,9 @@ func ngShapes() []ngShape {
 // warm up) divided by the results the FIFO got meanwhile;
 // NSCA_NG_BENCH_ROUNDS (default 1) repeats the phases, each round with
 // another server first, and sums them. NSCA_NG_BENCH_BEFORE names another
-// nsca binary (a build before a change) to measure beside them.
+// nsca binary (a build before a change) to measure beside them, or a
+// script that execs one, as with GODEBUG settings to try: the PID stays
+// the daemon's.
 // NSCA_NG_BENCH=1 runs it; it asserts only that every phase delivered.
 func TestNscaNGBenchShapes(t *testing.T) {
 	if os.Getenv("NSCA_NG_BENCH") == "" {
