@@ -197,6 +197,32 @@ func treeCPU(t testing.TB, pid int) time.Duration {
 	return cpu
 }
 
+// treeSwitches is the context switches, voluntary or not, of the threads
+// of pid and of its live descendants. Per result they show whether a
+// change makes a server sleep and wake less often (the idle path costs
+// Go more than libev), which CPU per result alone, drifting with the
+// shared machine's load, does not tell apart from noise.
+func treeSwitches(pid int) int64 {
+	var n int64
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(filepath.Base(task))
+		if err != nil {
+			continue
+		}
+		for _, field := range []string{"voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"} {
+			if f := procStatus(tid, field); len(f) > 0 {
+				k, _ := strconv.ParseInt(f[0], 10, 64)
+				n += k
+			}
+		}
+	}
+	for _, k := range childPIDs(pid) {
+		n += treeSwitches(k)
+	}
+	return n
+}
+
 // ngShape is one client load of TestNscaNGBenchShapes: clients loops of
 // the real send_nsca, each sending sessions of perSession results.
 type ngShape struct {
@@ -206,6 +232,8 @@ type ngShape struct {
 
 // ngShapes are the issue's two loads, their sizes from the environment:
 // many results per session, and one result per connection (handshakes).
+// NSCA_NG_BENCH_SHAPES ("a" or "b", default both) keeps some: a change
+// that concerns one shape is measured in more rounds in the same time.
 func ngShapes() []ngShape {
 	env := func(name string, def int) int {
 		if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
@@ -213,22 +241,36 @@ func ngShapes() []ngShape {
 		}
 		return def
 	}
-	return []ngShape{
+	all := []ngShape{
 		{"(a) many results per session", env("NSCA_NG_BENCH_A_CLIENTS", 8), env("NSCA_NG_BENCH_A_RESULTS", 500)},
 		{"(b) one result per connection", env("NSCA_NG_BENCH_B_CLIENTS", 100), env("NSCA_NG_BENCH_B_RESULTS", 1)},
 	}
+	only := os.Getenv("NSCA_NG_BENCH_SHAPES")
+	if only == "" {
+		return all
+	}
+	var kept []ngShape
+	for _, sh := range all {
+		if strings.Contains(only, sh.name[1:2]) {
+			kept = append(kept, sh)
+		}
+	}
+	return kept
 }
 
-// TestNscaNGBenchShapes measures server CPU per delivered result and
-// results per second with the real nsca-ng client, in the shapes of
-// ngShapes, for the servers on one FIFO: ours, ours with GOMAXPROCS=1
-// (what a governor that lowers it at low load gives), and nsca-ng-server;
+// TestNscaNGBenchShapes measures server CPU and context switches per
+// delivered result and results per second with the real nsca-ng client,
+// in the shapes of ngShapes, for the servers on one FIFO: ours, ours with
+// GOMAXPROCS=1 (what a governor that lowers it at low load gives), and
+// nsca-ng-server;
 // it prints ours/theirs. CPU is the server's process tree's utime+stime
 // over a phase (NSCA_NG_BENCH_SECONDS, default 10, after a fifth of it to
 // warm up) divided by the results the FIFO got meanwhile;
 // NSCA_NG_BENCH_ROUNDS (default 1) repeats the phases, each round with
 // another server first, and sums them. NSCA_NG_BENCH_BEFORE names another
-// nsca binary (a build before a change) to measure beside them.
+// nsca binary (a build before a change) to measure beside them, or a
+// script that execs one, as with GODEBUG settings to try: the PID stays
+// the daemon's.
 // NSCA_NG_BENCH=1 runs it; it asserts only that every phase delivered.
 func TestNscaNGBenchShapes(t *testing.T) {
 	if os.Getenv("NSCA_NG_BENCH") == "" {
@@ -252,23 +294,23 @@ func TestNscaNGBenchShapes(t *testing.T) {
 	servers = append(servers, server{"nsca-ng-server", theirPort, their.cmd.Process.Pid})
 
 	// measure runs one phase of sh against srv and returns the results
-	// delivered and the CPU its process tree used meanwhile.
-	measure := func(sh ngShape, srv server) (results int64, cpu, elapsed time.Duration) {
+	// delivered and what its process tree used meanwhile.
+	measure := func(sh ngShape, srv server) (p ngPhase) {
 		input := strings.Repeat("nsca-ng\tsvc\t0\tnsca-ng load\x17", sh.perSession)
 		c := ngClient{bin: progs.client, identity: "bench", password: "bench-secret", port: srv.port}
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		ngLoad(sh.clients, stop, &wg, func() error { _, err := c.run(t, input); return err })
 		time.Sleep(phase / 5)
-		n0, c0, t0 := lines.ng.Load(), treeCPU(t, srv.pid), time.Now()
+		n0, c0, s0, t0 := lines.ng.Load(), treeCPU(t, srv.pid), treeSwitches(srv.pid), time.Now()
 		time.Sleep(phase)
-		n1, c1, el := lines.ng.Load(), treeCPU(t, srv.pid), time.Since(t0)
+		n1, c1, s1, el := lines.ng.Load(), treeCPU(t, srv.pid), treeSwitches(srv.pid), time.Since(t0)
 		close(stop)
 		wg.Wait()
 		if n1 == n0 {
 			t.Errorf("%s, %s: no result delivered in %v", sh.name, srv.name, el)
 		}
-		return n1 - n0, c1 - c0, el
+		return ngPhase{results: n1 - n0, switches: s1 - s0, cpu: c1 - c0, elapsed: el}
 	}
 	// Each round puts another server first: the machine's load drifts,
 	// and the totals of every round weigh the servers alike.
@@ -277,22 +319,44 @@ func TestNscaNGBenchShapes(t *testing.T) {
 		rounds = n
 	}
 	for _, sh := range ngShapes() {
-		results, cpus, times := make([]int64, len(servers)), make([]time.Duration, len(servers)), make([]time.Duration, len(servers))
+		sums := make([]ngPhase, len(servers))
 		for r := 0; r < rounds; r++ {
 			for k := range servers {
 				i := (r + k) % len(servers)
-				n, cpu, el := measure(sh, servers[i])
-				results[i], cpus[i], times[i] = results[i]+n, cpus[i]+cpu, times[i]+el
-				t.Logf("%s, %d clients x %d results per session, round %d: %-22s %7.0f results/s, %6.1f µs CPU per result",
-					sh.name, sh.clients, sh.perSession, r+1, servers[i].name, float64(n)/el.Seconds(), perResult(cpu, n))
+				p := measure(sh, servers[i])
+				sums[i].add(p)
+				t.Logf("%s, %d clients x %d results per session, round %d: %-22s %s",
+					sh.name, sh.clients, sh.perSession, r+1, servers[i].name, p)
 			}
 		}
-		theirs := perResult(cpus[len(cpus)-1], results[len(cpus)-1])
+		theirs := sums[len(sums)-1].cpuPerResult()
 		for i, srv := range servers {
-			t.Logf("%s, all rounds: %-22s %7.0f results/s, %6.1f µs CPU per result, ours/theirs %.2f",
-				sh.name, srv.name, float64(results[i])/times[i].Seconds(), perResult(cpus[i], results[i]), perResult(cpus[i], results[i])/theirs)
+			t.Logf("%s, all rounds: %-22s %s, ours/theirs %.2f", sh.name, srv.name, sums[i], sums[i].cpuPerResult()/theirs)
 		}
 	}
+}
+
+// ngPhase is what a server did in one phase of TestNscaNGBenchShapes, or
+// in the sum of its rounds.
+type ngPhase struct {
+	results, switches int64
+	cpu, elapsed      time.Duration
+}
+
+func (p *ngPhase) add(q ngPhase) {
+	p.results, p.switches, p.cpu, p.elapsed = p.results+q.results, p.switches+q.switches, p.cpu+q.cpu, p.elapsed+q.elapsed
+}
+
+// cpuPerResult is the phase's CPU per result, in µs.
+func (p ngPhase) cpuPerResult() float64 { return perResult(p.cpu, p.results) }
+
+func (p ngPhase) String() string {
+	var sw float64
+	if p.results > 0 {
+		sw = float64(p.switches) / float64(p.results)
+	}
+	return fmt.Sprintf("%7.0f results/s, %6.1f µs CPU per result, %5.2f context switches per result",
+		float64(p.results)/p.elapsed.Seconds(), p.cpuPerResult(), sw)
 }
 
 // perResult is cpu divided among n results, in µs.
