@@ -143,7 +143,7 @@ func (r *reader) wakeLocked() {
 // they send and forwards it, in order, as chunks to out, which it closes
 // once every reader has finished: after in is closed and the open
 // connections have ended or used up their grace.
-func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg readConfig, env stage.Env) error {
+func startRead(ctx context.Context, in <-chan *clientConn, out *stage.Shards[chunk], cfg readConfig, env stage.Env) error {
 	n := max(cfg.Readers, 1)
 	if cfg.flow == nil {
 		cfg.flow = newFlow(1, 1, nil)
@@ -174,7 +174,7 @@ func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg
 		for _, r := range readers {
 			r.close()
 		}
-		close(out)
+		out.Close()
 	}()
 	return nil
 }
@@ -250,7 +250,7 @@ func (r *reader) register(c *clientConn) bool {
 	return true
 }
 
-func (r *reader) loop(ctx context.Context, out chan<- chunk) {
+func (r *reader) loop(ctx context.Context, out *stage.Shards[chunk]) {
 	events := make([]unix.EpollEvent, 256)
 	lastScan := time.Now()
 	var drainDeadline time.Time
@@ -311,7 +311,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	}
 }
 
-func (r *reader) handleWake(ctx context.Context, out chan<- chunk) {
+func (r *reader) handleWake(ctx context.Context, out *stage.Shards[chunk]) {
 	var b [8]byte
 	rawsys.Read(r.wakefd, b[:])
 	r.mu.Lock()
@@ -334,7 +334,7 @@ const maxReadsPerEvent = 4
 // sends its checks and closes at once, and the last read waits for what the
 // next one finds: such a client's checks and its end go downstream as one
 // chunk, one hand-off rather than two.
-func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) {
+func (r *reader) readConn(ctx context.Context, c *clientConn, out *stage.Shards[chunk]) {
 	if c.read.awaitingHeader && !r.readHeader(ctx, c, out) {
 		return
 	}
@@ -345,7 +345,7 @@ func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) 
 		}
 		b := held
 		held = nil
-		return stage.Send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
+		return out.Send(ctx, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	for reads := 0; reads < maxReadsPerEvent; {
 		if r.flow.connSpent(c) {

@@ -13,7 +13,7 @@ import (
 
 // expire closes connections that made too little progress in the last
 // Timeout: fewer than 720 bytes, which no working send_nsca does.
-func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
+func (r *reader) expire(ctx context.Context, out *stage.Shards[chunk], now time.Time) {
 	limit := now.Add(-r.cfg.Timeout).UnixNano()
 	var slow []*clientConn
 	r.mu.Lock()
@@ -88,7 +88,7 @@ func (r *reader) resume() {
 // nothing since idleSince (unix nanoseconds), counting from drainStart at
 // the earliest. Bytes waiting in the socket are not silence: the client
 // sent them and waits for us.
-func (r *reader) closeIdle(ctx context.Context, out chan<- chunk, idleSince, drainStart int64) {
+func (r *reader) closeIdle(ctx context.Context, out *stage.Shards[chunk], idleSince, drainStart int64) {
 	var idle []*clientConn
 	r.mu.Lock()
 	for _, c := range r.conns {
@@ -111,7 +111,7 @@ func unreadBytes(fd int) int {
 	return n
 }
 
-func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
+func (r *reader) closeAll(ctx context.Context, out *stage.Shards[chunk], why string) {
 	r.mu.Lock()
 	all := make([]*clientConn, 0, len(r.conns))
 	for _, c := range r.conns {
@@ -126,13 +126,13 @@ func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
 // closeConn closes the socket and sends the connection's final chunk. Only
 // the reader closes sockets, so a descriptor number is never reused while
 // another stage could still act on it.
-func (r *reader) closeConn(ctx context.Context, c *clientConn, out chan<- chunk, why string) {
+func (r *reader) closeConn(ctx context.Context, c *clientConn, out *stage.Shards[chunk], why string) {
 	r.closeConnWith(ctx, c, out, why, nil)
 }
 
 // closeConnWith is closeConn with the connection's last read, which goes
 // downstream in the final chunk.
-func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out chan<- chunk, why string, last []byte) {
+func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out *stage.Shards[chunk], why string, last []byte) {
 	if c.read.closed {
 		return
 	}
@@ -147,5 +147,5 @@ func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out chan<- ch
 	// it is ever duplicated.
 	rawsys.Close(c.read.fd)
 	r.stats.Open.Add(-1)
-	stage.Send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
+	out.Send(ctx, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
 }
