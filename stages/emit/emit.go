@@ -138,7 +138,7 @@ func (e *emitter) start(ctx context.Context, in <-chan sink.Item, done chan<- st
 	for _, d := range e.dests {
 		d.chain.announce() // before its goroutine owns the chain
 	}
-	if len(e.dests) == 1 && e.dests[0].Capacity <= cap(in) {
+	if len(e.dests) == 1 && !e.dests[0].Remote && e.dests[0].Capacity <= cap(in) {
 		d := e.dests[0]
 		stage.Go(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serveAlone(ctx, in, d) })
 	} else {
@@ -237,7 +237,7 @@ func (e *emitter) hand(items []sink.Item) {
 	pending := new(atomic.Int32)
 	pending.Store(int32(len(e.dests)))
 	for _, d := range e.dests {
-		b := newBatch(items, pending)
+		b := &batch{items: append([]sink.Item(nil), items...), pending: pending}
 		// A batch goes in while there is any room, so the queue holds at
 		// most Capacity+maxBatch-1 results.
 		if d.overflow != nil && d.queued.Load() >= int64(max(d.Capacity, 1)) {
@@ -267,13 +267,6 @@ func (e *emitter) done(b *batch) {
 	}
 }
 
-// newBatch is a destination's copy of items, of a batch whose copies
-// share pending. It is a copy of its own because a sink may reorder what
-// it is given, or hold it (sink.Holder) while items is refilled.
-func newBatch(items []sink.Item, pending *atomic.Int32) *batch {
-	return &batch{items: append([]sink.Item(nil), items...), pending: pending}
-}
-
 // serve is a destination's goroutine: it writes queued batches through its
 // chain and gives held results a chance on a timer.
 func (e *emitter) serve(ctx context.Context, d *destRunner) {
@@ -294,15 +287,19 @@ func (e *emitter) serve(ctx context.Context, d *destRunner) {
 	}
 }
 
-// serveAlone is the goroutine of the only destination: it batches what
-// comes in, as dispatch does, and writes each batch through the chain
+// serveAlone is the goroutine of the local destination alone: it batches
+// what comes in, as dispatch does, and writes each batch through the chain
 // itself, as serve does. While a write waits, in fills up and validation
 // waits, as it would for a full queue. The destination's queue depth
 // counts the batch being written.
+//
+// Its one batch is reused, with no copy of the results: the batch is done
+// with when write returns, and the local sinks keep no slice they were
+// given (the spool copies the results it holds back).
 func (e *emitter) serveAlone(ctx context.Context, in <-chan sink.Item, d *destRunner) {
 	var tick lazyTicker
 	defer tick.follow(false)
-	items := make([]sink.Item, 0, maxBatch)
+	b := &batch{items: make([]sink.Item, 0, maxBatch), pending: new(atomic.Int32)}
 	for {
 		select {
 		case it, ok := <-in:
@@ -310,11 +307,11 @@ func (e *emitter) serveAlone(ctx context.Context, in <-chan sink.Item, d *destRu
 				d.chain.finish()
 				return
 			}
-			items = fillBatch(in, append(items[:0], it))
-			pending := new(atomic.Int32)
-			pending.Store(1)
-			d.queued.Add(int64(len(items)))
-			e.write(ctx, d, newBatch(items, pending))
+			b.items = fillBatch(in, append(b.items[:0], it))
+			b.pending.Store(1)
+			d.queued.Add(int64(len(b.items)))
+			e.write(ctx, d, b)
+			clear(b.items) // what the results reference is garbage now
 		case <-tick.C():
 			d.tick()
 		}
