@@ -95,7 +95,7 @@ type reader struct {
 	saturated bool
 
 	mu       sync.Mutex
-	conns    map[int32]*clientConn
+	conns    connTable
 	closeQ   []*clientConn
 	draining bool
 	exited   bool // the loop has ended and wakefd is closed
@@ -182,7 +182,7 @@ func startRead(ctx context.Context, in <-chan *clientConn, out *stage.Shards[chu
 // newReader makes a reader's epoll instance and its wake-up eventfd.
 func newReader(cfg readConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
 	cfg.ChunkSize = cmp.Or(cfg.ChunkSize, chunkSize)
-	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*clientConn{}, flow: cfg.flow, paused: map[*clientConn]struct{}{}}
+	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, flow: cfg.flow, paused: map[*clientConn]struct{}{}}
 	var err error
 	if r.epoll, err = frontend.NewEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
@@ -241,7 +241,7 @@ func (r *reader) register(c *clientConn) bool {
 		r.mu.Unlock()
 		return false
 	}
-	r.conns[int32(c.read.fd)] = c
+	r.conns.put(c)
 	r.mu.Unlock()
 	if err := r.epoll.Add(c.read.fd); err != nil {
 		glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
@@ -277,7 +277,7 @@ func (r *reader) loop(ctx context.Context, out *stage.Shards[chunk]) {
 				continue
 			}
 			r.mu.Lock()
-			c := r.conns[ev.Fd]
+			c := r.conns.get(ev.Fd)
 			r.mu.Unlock()
 			if c != nil {
 				r.readConn(ctx, c, out)
@@ -295,7 +295,7 @@ func (r *reader) loop(ctx context.Context, out *stage.Shards[chunk]) {
 			r.expire(ctx, out, now)
 		}
 		r.mu.Lock()
-		draining, open := r.draining, len(r.conns)
+		draining, open := r.draining, r.conns.len()
 		r.mu.Unlock()
 		if draining {
 			if drainDeadline.IsZero() {

@@ -17,7 +17,7 @@ func (r *reader) expire(ctx context.Context, out *stage.Shards[chunk], now time.
 	limit := now.Add(-r.cfg.Timeout).UnixNano()
 	var slow []*clientConn
 	r.mu.Lock()
-	for _, c := range r.conns {
+	for c := range r.conns.all() {
 		if c.read.windowStart >= limit {
 			continue
 		}
@@ -91,7 +91,7 @@ func (r *reader) resume() {
 func (r *reader) closeIdle(ctx context.Context, out *stage.Shards[chunk], idleSince, drainStart int64) {
 	var idle []*clientConn
 	r.mu.Lock()
-	for _, c := range r.conns {
+	for c := range r.conns.all() {
 		if max(c.read.lastActive, drainStart) < idleSince && unreadBytes(c.read.fd) == 0 {
 			idle = append(idle, c)
 		}
@@ -113,8 +113,8 @@ func unreadBytes(fd int) int {
 
 func (r *reader) closeAll(ctx context.Context, out *stage.Shards[chunk], why string) {
 	r.mu.Lock()
-	all := make([]*clientConn, 0, len(r.conns))
-	for _, c := range r.conns {
+	all := make([]*clientConn, 0, r.conns.len())
+	for c := range r.conns.all() {
 		all = append(all, c)
 	}
 	r.mu.Unlock()
@@ -138,7 +138,7 @@ func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out *stage.Sh
 	}
 	c.read.closed = true
 	r.mu.Lock()
-	delete(r.conns, int32(c.read.fd))
+	r.conns.remove(c)
 	r.mu.Unlock()
 	if _, paused := r.paused[c]; paused {
 		r.unpause(c)
