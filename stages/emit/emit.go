@@ -54,9 +54,9 @@ type Config struct {
 
 // Start runs the emit goroutines: one that batches and dispatches, one
 // per destination; or, for the local destination alone, one goroutine
-// that batches and writes. It has nothing to pass on: out is closed once in is
-// closed and drained, and every destination has written (or dropped,
-// counted) its queue and closed its sinks.
+// that batches and writes. It has nothing to pass on: out is closed once
+// in is closed and drained, and every destination has written (or
+// dropped, counted) its queue and closed its sinks.
 func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Config, env stage.Env) error {
 	e := newEmitter(cfg.Destinations, env.Stats, env.Log)
 	e.progress = env.Progress
