@@ -1,6 +1,8 @@
 // Package emit is the pipeline's last stage: it batches validated results
 // and hands every batch to every destination, each with its own bounded
-// queue and goroutine (emit.go), through a chain of sinks where a result
+// queue and goroutine (emit.go; the local destination alone has only its
+// goroutine, which batches off the stage's input), through a chain of
+// sinks where a result
 // goes to the first that takes it (chain.go). It also builds, from the
 // configuration, every destination with its fallbacks and durable queues
 // (destinations.go, queuedirs.go), the one place that knows every engine:

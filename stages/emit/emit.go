@@ -53,9 +53,10 @@ type Config struct {
 }
 
 // Start runs the emit goroutines: one that batches and dispatches, one
-// per destination. It has nothing to pass on: out is closed once in is
-// closed and drained, and every destination has written (or dropped,
-// counted) its queue and closed its sinks.
+// per destination; or, for the local destination alone, one goroutine
+// that batches and writes. It has nothing to pass on: out is closed once
+// in is closed and drained, and every destination has written (or
+// dropped, counted) its queue and closed its sinks.
 func Start(ctx context.Context, in <-chan sink.Item, out chan<- struct{}, cfg Config, env stage.Env) error {
 	e := newEmitter(cfg.Destinations, env.Stats, env.Log)
 	e.progress = env.Progress
@@ -123,18 +124,35 @@ func commandWays(dests []Destination) []commandWay {
 }
 
 // start runs the emit goroutines and closes done when they have finished.
+//
+// One destination whose queue would hold no more than in does (the local
+// one alone, whose Capacity is queue_size, as in's) has no dispatcher: its
+// goroutine takes the batches off in itself. The dispatcher is there for
+// what several destinations need, each one's copy and queue, and its
+// overflow while the queue is full, so that one slow destination does not
+// hold up the others; with one, it was only a goroutine more to wake for
+// every batch, which at a trickle is every check (issue 36). A remote
+// destination alone keeps its queue, whose depth its own option sets.
 func (e *emitter) start(ctx context.Context, in <-chan sink.Item, done chan<- struct{}) {
-	var dispatch, workers sync.WaitGroup
+	var workers sync.WaitGroup
 	for _, d := range e.dests {
 		d.chain.announce() // before its goroutine owns the chain
-		stage.Go(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(ctx, d) })
 	}
-	stage.Go(ctx, &dispatch, "emit", func(ctx context.Context) { e.dispatch(in) })
-	go func() {
-		dispatch.Wait()
+	if len(e.dests) == 1 && !e.dests[0].Remote && e.dests[0].Capacity <= cap(in) {
+		d := e.dests[0]
+		stage.Go(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serveAlone(ctx, in, d) })
+	} else {
 		for _, d := range e.dests {
-			close(d.queue)
+			stage.Go(ctx, &workers, "emit:"+d.Name, func(ctx context.Context) { e.serve(ctx, d) })
 		}
+		stage.Go(ctx, &workers, "emit", func(ctx context.Context) {
+			e.dispatch(in)
+			for _, d := range e.dests {
+				close(d.queue)
+			}
+		})
+	}
+	go func() {
 		workers.Wait()
 		for _, d := range e.dests {
 			for _, s := range append(d.Chain, d.Overflow...) {
@@ -179,22 +197,27 @@ func (e *emitter) dispatch(in <-chan sink.Item) {
 			}
 			return
 		}
-		items = append(items[:0], it)
-	fill:
-		for len(items) < maxBatch {
-			select {
-			case it, ok := <-in:
-				if !ok {
-					break fill
-				}
-				items = append(items, it)
-			default:
-				break fill
-			}
-		}
+		items = fillBatch(in, append(items[:0], it))
 		e.hand(items)
 		tick.follow(e.overflowWaiting())
 	}
+}
+
+// fillBatch appends to items what in holds already, up to maxBatch
+// results, without waiting.
+func fillBatch(in <-chan sink.Item, items []sink.Item) []sink.Item {
+	for len(items) < maxBatch {
+		select {
+		case it, ok := <-in:
+			if !ok {
+				return items
+			}
+			items = append(items, it)
+		default:
+			return items
+		}
+	}
+	return items
 }
 
 // overflowWaiting reports whether a destination's overflow holds results
@@ -256,21 +279,66 @@ func (e *emitter) serve(ctx context.Context, d *destRunner) {
 				d.chain.finish()
 				return
 			}
-			if d.Remote && ctx.Err() != nil {
-				e.stats.FellBack(d.Chain[0].Name()).Add(uint64(len(b.items)))
-				e.log.Warningf("abort:"+d.Name, "drain aborted: %d results queued for %s go to its fallback", len(b.items), d.Name)
-				d.chain.emitFrom(1, b.items)
-			} else {
-				d.chain.emit(b.items)
-			}
-			d.queued.Add(-int64(len(b.items)))
-			e.done(b)
+			e.write(ctx, d, b)
 		case <-tick.C():
-			d.chain.flush()
-			d.chain.check(time.Now())
+			d.tick()
 		}
 		tick.follow(d.chain.waiting())
 	}
+}
+
+// serveAlone is the goroutine of the local destination alone: it batches
+// what comes in, as dispatch does, and writes each batch through the chain
+// itself, as serve does. While a write waits, in fills up and validation
+// waits, as it would for a full queue. The destination's queue depth
+// counts the batch being written.
+//
+// Its one batch is reused, with no copy of the results: the batch is done
+// with when write returns, and the local sinks keep no slice they were
+// given (the spool copies the results it holds back).
+func (e *emitter) serveAlone(ctx context.Context, in <-chan sink.Item, d *destRunner) {
+	var tick lazyTicker
+	defer tick.follow(false)
+	b := &batch{items: make([]sink.Item, 0, maxBatch), pending: new(atomic.Int32)}
+	for {
+		select {
+		case it, ok := <-in:
+			if !ok {
+				d.chain.finish()
+				return
+			}
+			b.items = fillBatch(in, append(b.items[:0], it))
+			b.pending.Store(1)
+			d.queued.Add(int64(len(b.items)))
+			e.write(ctx, d, b)
+			clear(b.items) // what the results reference is garbage now
+		case <-tick.C():
+			d.tick()
+		}
+		tick.follow(d.chain.waiting())
+	}
+}
+
+// write writes a batch of d's queue through its chain, or, once an
+// aborted drain has cancelled ctx, a remote destination's batch to its
+// fallback, and counts it done.
+func (e *emitter) write(ctx context.Context, d *destRunner, b *batch) {
+	if d.Remote && ctx.Err() != nil {
+		e.stats.FellBack(d.Chain[0].Name()).Add(uint64(len(b.items)))
+		e.log.Warningf("abort:"+d.Name, "drain aborted: %d results queued for %s go to its fallback", len(b.items), d.Name)
+		d.chain.emitFrom(1, b.items)
+	} else {
+		d.chain.emit(b.items)
+	}
+	d.queued.Add(-int64(len(b.items)))
+	e.done(b)
+}
+
+// tick gives the results d's chain holds a chance, and checks its sinks
+// while a gate is closed: what a destination's goroutine does on a tick.
+func (d *destRunner) tick() {
+	d.chain.flush()
+	d.chain.check(time.Now())
 }
 
 // observeLatency adds the latency of every result of a finished batch that

@@ -160,3 +160,48 @@ func TestEmitterAbortSkipsRemote(t *testing.T) {
 		t.Errorf("fell back from the hung sink: %d, want 10", fb)
 	}
 }
+
+// The local destination alone is served without a dispatcher: every result
+// reaches its sink in order, the batch being written counts in its queue,
+// and while its sink stalls the stage takes no more than in holds.
+func TestEmitterAloneServesInOrder(t *testing.T) {
+	stalled := &memorySink{name: "fifo", gate: make(chan struct{})}
+	stats := counters.NewStats()
+	e := newEmitter([]Destination{{Name: "local", Chain: []sink.Sink{stalled}, Capacity: 4, Blocking: true}},
+		stats, counters.NewRateLog(time.Second, 5))
+	in := make(chan sink.Item, 4)
+	done := make(chan struct{})
+	e.start(context.Background(), in, done)
+	in <- sink.Item{Result: codec.Result{Host: "h000"}}
+	d := e.dests[0]
+	if !testkit.WaitFor(5*time.Second, func() bool { return d.queued.Load() == 1 && len(in) == 0 }) {
+		t.Fatal("the first result was not taken into a write")
+	}
+	for i := 1; i <= cap(in); i++ {
+		in <- sink.Item{Result: codec.Result{Host: fmt.Sprintf("h%03d", i)}}
+	}
+	select {
+	case in <- sink.Item{Result: codec.Result{Host: "over"}}:
+		t.Fatal("the stage took more than in holds while its sink stalled")
+	default:
+	}
+	close(in)
+	close(stalled.gate)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the emitter did not finish")
+	}
+	got := stalled.hosts()
+	if len(got) != cap(in)+1 {
+		t.Fatalf("the sink got %v", got)
+	}
+	for i, h := range got {
+		if h != fmt.Sprintf("h%03d", i) {
+			t.Fatalf("out of order: %v", got)
+		}
+	}
+	if d.queued.Load() != 0 {
+		t.Errorf("queued=%d after the drain", d.queued.Load())
+	}
+}

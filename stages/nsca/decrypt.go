@@ -29,10 +29,7 @@ var (
 
 // decryptConfig are the decrypt stage's settings.
 type decryptConfig struct {
-	// Goroutines is how many decrypt goroutines share the connections;
-	// Depth bounds each one's queue.
-	Goroutines, Depth int
-	Cipher            cipherConfig
+	Cipher cipherConfig
 	// Closed, when set, is called instead of closing out once the stage
 	// is done: out then has other senders (the nsca-ng listener), and the
 	// last of them closes it.
@@ -160,13 +157,21 @@ func (k *keyed) trialDecrypt(st *cipher.State, iv, buf []byte, offset int) {
 	}
 }
 
-// startDecrypt runs n decrypt goroutines. Connections are sharded over them,
-// so each connection's bytes are framed and decrypted in order by one
-// goroutine. Framing lives here because the packet size (one of
+// newChunkShards is the read stage's output and the decrypt stage's input:
+// a shard per decrypt goroutine, depth chunks deep in all, sharded by
+// connection.
+func newChunkShards(goroutines, depth int) *stage.Shards[chunk] {
+	return stage.NewShards(goroutines, depth, func(c chunk) uint64 { return c.conn.ID })
+}
+
+// startDecrypt runs a decrypt goroutine per shard of in. Connections are
+// sharded over them (the read stage sends each chunk to its connection's
+// shard), so each connection's bytes are framed and decrypted in order by
+// one goroutine. Framing lives here because the packet size (one of
 // payload_length's) can only be decided by decrypting the first packet. out
 // is closed when all goroutines are done.
-func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- intake.Submission, dcfg decryptConfig, env stage.Env) error {
-	n, depth, cfg := max(dcfg.Goroutines, 1), dcfg.Depth, dcfg.Cipher
+func startDecrypt(ctx context.Context, in *stage.Shards[chunk], out chan<- intake.Submission, dcfg decryptConfig, env stage.Env) error {
+	n, cfg := len(in.C), dcfg.Cipher
 	stats, log := env.Stats, env.Log
 	ds := make([]*decrypter, n)
 	for i := range ds {
@@ -178,7 +183,7 @@ func startDecrypt(ctx context.Context, in <-chan chunk, out chan<- intake.Submis
 		d.diag, d.clients, d.flow, d.maxChecks = env.Diagnose, env.Clients, dcfg.flow, dcfg.MaxChecks
 		ds[i] = d
 	}
-	stage.Sharded(ctx, "decrypt", in, n, depth, func(c chunk) uint64 { return c.conn.ID },
+	in.Run(ctx, "decrypt",
 		func(ctx context.Context, id int, in <-chan chunk) { ds[id].loop(ctx, in, out) },
 		func() {
 			closeDecrypters(ds)

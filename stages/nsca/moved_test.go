@@ -26,7 +26,7 @@ const testPassword = "s3cret pass " // trailing blank is part of it, as in nsca.
 func TestRequestCloseAfterReaderExit(t *testing.T) {
 	stats := counters.NewStats()
 	in := make(chan *clientConn, 1)
-	out := make(chan chunk, 16)
+	out := newChunkShards(1, 16)
 	ctx := t.Context()
 	if err := startRead(ctx, in, out, readConfig{Readers: 1, Timeout: 10 * time.Second, Grace: time.Second}, stage.Env{Stats: stats, Log: counters.NewRateLog(time.Second, 5)}); err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestRequestCloseAfterReaderExit(t *testing.T) {
 	deadline := time.After(5 * time.Second)
 	for done := false; !done; {
 		select {
-		case ch, ok := <-out:
+		case ch, ok := <-out.C[0]:
 			if !ok {
 				done = true
 			} else if ch.buf != nil {

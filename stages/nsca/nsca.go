@@ -96,14 +96,14 @@ func (f *FrontEnd) Start(ctx context.Context, adopt <-chan int, out chan<- intak
 	cfg := f.cfg
 	depth := max(cfg.QueueSize, 1)
 	conns := make(chan *clientConn, depth)
-	chunks := make(chan chunk, depth)
-	env.Register(Queues[0], func() int { return len(conns) })
-	env.Register(Queues[1], func() int { return len(chunks) })
 	threads := DecryptThreads(cfg)
+	chunks := newChunkShards(threads, depth)
+	env.Register(Queues[0], func() int { return len(conns) })
+	env.Register(Queues[1], chunks.Len)
 	// The decrypt goroutines run at once as far as this process has CPUs
 	// (GOMAXPROCS is no measure of that: it has a P more for each
 	// goroutine in C calls).
-	flow := newFlow(min(threads, cfg.CPUShare()), cfg.Workers, func() bool { return len(chunks) == cap(chunks) })
+	flow := newFlow(min(threads, cfg.CPUShare()), cfg.Workers, chunks.Full)
 	handOff := &readIntake{}
 	readCfg := readConfig{Readers: cfg.ReaderThreads, Timeout: time.Duration(cfg.ConnectionTimeout) * time.Second, Grace: f.grace,
 		admission: f.admission, flow: flow, intake: handOff}
@@ -113,13 +113,13 @@ func (f *FrontEnd) Start(ctx context.Context, adopt <-chan int, out chan<- intak
 		// slices of its own size (cgoSlice).
 		readCfg.ChunkSize = readBudgetPerConn
 	}
-	decryptCfg := decryptConfig{Goroutines: threads, Depth: depth, Cipher: f.cipher, Closed: leave, MaxChecks: cfg.MaxChecksPerConnection, flow: flow}
+	decryptCfg := decryptConfig{Cipher: f.cipher, Closed: leave, MaxChecks: cfg.MaxChecksPerConnection, flow: flow}
 	if err := startDecrypt(ctx, chunks, out, decryptCfg, env); err != nil {
 		leave()
 		return err
 	}
 	if err := startRead(ctx, conns, chunks, readCfg, env); err != nil {
-		close(chunks)
+		chunks.Close()
 		return err
 	}
 	acceptCfg := acceptConfig{Listeners: f.listeners, admission: f.admission, flow: flow, handOff: handOff.register}

@@ -54,7 +54,7 @@ func BenchmarkReadStage(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	in := make(chan *clientConn, 1)
-	out := make(chan chunk, 128)
+	out := newChunkShards(1, 128)
 	if err := startRead(ctx, in, out, readConfig{Readers: 1, Timeout: time.Hour, Grace: time.Second}, env); err != nil {
 		b.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func BenchmarkReadStage(b *testing.B) {
 	}()
 	want := b.N * codec.Size
 	for got := 0; got < want; {
-		ch, ok := <-out
+		ch, ok := <-out.C[0]
 		if !ok {
 			b.Fatalf("read stage ended after %d of %d bytes", got, want)
 		}
@@ -100,7 +100,7 @@ func BenchmarkReadStage(b *testing.B) {
 	}
 	b.StopTimer()
 	unix.Close(sp[1])
-	for ch := range out {
+	for ch := range out.C[0] {
 		if ch.buf != nil {
 			putBuf(ch.buf)
 		}
@@ -114,9 +114,9 @@ func BenchmarkDecryptStageXOR(b *testing.B) {
 	env := benchEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in := make(chan chunk, 64)
+	in := newChunkShards(1, 64)
 	out := make(chan intake.Submission, 64)
-	cfg := decryptConfig{Goroutines: 1, Depth: 64, Cipher: cipherConfig{Method: 1, Password: []byte(benchPassword)}}
+	cfg := decryptConfig{Cipher: cipherConfig{Method: 1, Password: []byte(benchPassword)}}
 	if err := startDecrypt(ctx, in, out, cfg, env); err != nil {
 		b.Fatal(err)
 	}
@@ -132,10 +132,10 @@ func BenchmarkDecryptStageXOR(b *testing.B) {
 		for range b.N {
 			buf := getBuf(chunkSize)
 			buf = buf[:copy(buf[:cap(buf)], pkt)]
-			in <- chunk{conn: c, buf: buf}
+			in.C[0] <- chunk{conn: c, buf: buf}
 		}
-		in <- chunk{conn: c, eof: true, why: "benchmark over"}
-		close(in)
+		in.C[0] <- chunk{conn: c, eof: true, why: "benchmark over"}
+		in.Close()
 	}()
 	n := 0
 	for p := range out {

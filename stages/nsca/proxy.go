@@ -92,7 +92,7 @@ func proxySource(header []byte) (src netip.AddrPort, local bool, err error) {
 // client data; otherwise it is closed or still waiting for the header.
 // Client bytes read along with the header are passed on as the start of
 // the stream.
-func (r *reader) readHeader(ctx context.Context, c *clientConn, out chan<- chunk) bool {
+func (r *reader) readHeader(ctx context.Context, c *clientConn, out *stage.Shards[chunk]) bool {
 	var buf [proxyHeaderMax]byte
 	n, err := unix.Read(c.read.fd, buf[:proxyHeaderMax-len(c.read.header)])
 	switch {
@@ -152,7 +152,7 @@ func (r *reader) readHeader(ctx context.Context, c *clientConn, out chan<- chunk
 		b := getBuf(r.cfg.ChunkSize)
 		b = shrinkChunk(b, copy(b, rest))
 		r.flow.take(c, cap(b))
-		return stage.Send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
+		return out.Send(ctx, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	return true
 }

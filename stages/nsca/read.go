@@ -95,7 +95,7 @@ type reader struct {
 	saturated bool
 
 	mu       sync.Mutex
-	conns    map[int32]*clientConn
+	conns    connTable
 	closeQ   []*clientConn
 	draining bool
 	exited   bool // the loop has ended and wakefd is closed
@@ -143,7 +143,7 @@ func (r *reader) wakeLocked() {
 // they send and forwards it, in order, as chunks to out, which it closes
 // once every reader has finished: after in is closed and the open
 // connections have ended or used up their grace.
-func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg readConfig, env stage.Env) error {
+func startRead(ctx context.Context, in <-chan *clientConn, out *stage.Shards[chunk], cfg readConfig, env stage.Env) error {
 	n := max(cfg.Readers, 1)
 	if cfg.flow == nil {
 		cfg.flow = newFlow(1, 1, nil)
@@ -174,7 +174,7 @@ func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg
 		for _, r := range readers {
 			r.close()
 		}
-		close(out)
+		out.Close()
 	}()
 	return nil
 }
@@ -182,7 +182,7 @@ func startRead(ctx context.Context, in <-chan *clientConn, out chan<- chunk, cfg
 // newReader makes a reader's epoll instance and its wake-up eventfd.
 func newReader(cfg readConfig, stats *counters.Stats, log *counters.RateLog) (*reader, error) {
 	cfg.ChunkSize = cmp.Or(cfg.ChunkSize, chunkSize)
-	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, conns: map[int32]*clientConn{}, flow: cfg.flow, paused: map[*clientConn]struct{}{}}
+	r := &reader{cfg: cfg, stats: stats, log: log, wakefd: -1, flow: cfg.flow, paused: map[*clientConn]struct{}{}}
 	var err error
 	if r.epoll, err = frontend.NewEpollSet(); err == nil {
 		if r.wakefd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
@@ -241,7 +241,7 @@ func (r *reader) register(c *clientConn) bool {
 		r.mu.Unlock()
 		return false
 	}
-	r.conns[int32(c.read.fd)] = c
+	r.conns.put(c)
 	r.mu.Unlock()
 	if err := r.epoll.Add(c.read.fd); err != nil {
 		glog.Errorf("read: epoll_ctl add %s: %v", c.Peer, err)
@@ -250,7 +250,7 @@ func (r *reader) register(c *clientConn) bool {
 	return true
 }
 
-func (r *reader) loop(ctx context.Context, out chan<- chunk) {
+func (r *reader) loop(ctx context.Context, out *stage.Shards[chunk]) {
 	events := make([]unix.EpollEvent, 256)
 	lastScan := time.Now()
 	var drainDeadline time.Time
@@ -277,7 +277,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 				continue
 			}
 			r.mu.Lock()
-			c := r.conns[ev.Fd]
+			c := r.conns.get(ev.Fd)
 			r.mu.Unlock()
 			if c != nil {
 				r.readConn(ctx, c, out)
@@ -295,7 +295,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 			r.expire(ctx, out, now)
 		}
 		r.mu.Lock()
-		draining, open := r.draining, len(r.conns)
+		draining, open := r.draining, r.conns.len()
 		r.mu.Unlock()
 		if draining {
 			if drainDeadline.IsZero() {
@@ -311,7 +311,7 @@ func (r *reader) loop(ctx context.Context, out chan<- chunk) {
 	}
 }
 
-func (r *reader) handleWake(ctx context.Context, out chan<- chunk) {
+func (r *reader) handleWake(ctx context.Context, out *stage.Shards[chunk]) {
 	var b [8]byte
 	rawsys.Read(r.wakefd, b[:])
 	r.mu.Lock()
@@ -334,7 +334,7 @@ const maxReadsPerEvent = 4
 // sends its checks and closes at once, and the last read waits for what the
 // next one finds: such a client's checks and its end go downstream as one
 // chunk, one hand-off rather than two.
-func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) {
+func (r *reader) readConn(ctx context.Context, c *clientConn, out *stage.Shards[chunk]) {
 	if c.read.awaitingHeader && !r.readHeader(ctx, c, out) {
 		return
 	}
@@ -345,7 +345,7 @@ func (r *reader) readConn(ctx context.Context, c *clientConn, out chan<- chunk) 
 		}
 		b := held
 		held = nil
-		return stage.Send(ctx, out, chunk{conn: c, buf: b, readAt: r.readAt})
+		return out.Send(ctx, chunk{conn: c, buf: b, readAt: r.readAt})
 	}
 	for reads := 0; reads < maxReadsPerEvent; {
 		if r.flow.connSpent(c) {

@@ -13,11 +13,11 @@ import (
 
 // expire closes connections that made too little progress in the last
 // Timeout: fewer than 720 bytes, which no working send_nsca does.
-func (r *reader) expire(ctx context.Context, out chan<- chunk, now time.Time) {
+func (r *reader) expire(ctx context.Context, out *stage.Shards[chunk], now time.Time) {
 	limit := now.Add(-r.cfg.Timeout).UnixNano()
 	var slow []*clientConn
 	r.mu.Lock()
-	for _, c := range r.conns {
+	for c := range r.conns.all() {
 		if c.read.windowStart >= limit {
 			continue
 		}
@@ -88,10 +88,10 @@ func (r *reader) resume() {
 // nothing since idleSince (unix nanoseconds), counting from drainStart at
 // the earliest. Bytes waiting in the socket are not silence: the client
 // sent them and waits for us.
-func (r *reader) closeIdle(ctx context.Context, out chan<- chunk, idleSince, drainStart int64) {
+func (r *reader) closeIdle(ctx context.Context, out *stage.Shards[chunk], idleSince, drainStart int64) {
 	var idle []*clientConn
 	r.mu.Lock()
-	for _, c := range r.conns {
+	for c := range r.conns.all() {
 		if max(c.read.lastActive, drainStart) < idleSince && unreadBytes(c.read.fd) == 0 {
 			idle = append(idle, c)
 		}
@@ -111,10 +111,10 @@ func unreadBytes(fd int) int {
 	return n
 }
 
-func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
+func (r *reader) closeAll(ctx context.Context, out *stage.Shards[chunk], why string) {
 	r.mu.Lock()
-	all := make([]*clientConn, 0, len(r.conns))
-	for _, c := range r.conns {
+	all := make([]*clientConn, 0, r.conns.len())
+	for c := range r.conns.all() {
 		all = append(all, c)
 	}
 	r.mu.Unlock()
@@ -126,19 +126,19 @@ func (r *reader) closeAll(ctx context.Context, out chan<- chunk, why string) {
 // closeConn closes the socket and sends the connection's final chunk. Only
 // the reader closes sockets, so a descriptor number is never reused while
 // another stage could still act on it.
-func (r *reader) closeConn(ctx context.Context, c *clientConn, out chan<- chunk, why string) {
+func (r *reader) closeConn(ctx context.Context, c *clientConn, out *stage.Shards[chunk], why string) {
 	r.closeConnWith(ctx, c, out, why, nil)
 }
 
 // closeConnWith is closeConn with the connection's last read, which goes
 // downstream in the final chunk.
-func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out chan<- chunk, why string, last []byte) {
+func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out *stage.Shards[chunk], why string, last []byte) {
 	if c.read.closed {
 		return
 	}
 	c.read.closed = true
 	r.mu.Lock()
-	delete(r.conns, int32(c.read.fd))
+	r.conns.remove(c)
 	r.mu.Unlock()
 	if _, paused := r.paused[c]; paused {
 		r.unpause(c)
@@ -147,5 +147,5 @@ func (r *reader) closeConnWith(ctx context.Context, c *clientConn, out chan<- ch
 	// it is ever duplicated.
 	rawsys.Close(c.read.fd)
 	r.stats.Open.Add(-1)
-	stage.Send(ctx, out, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
+	out.Send(ctx, chunk{conn: c, buf: last, eof: true, why: why, readAt: r.readAt})
 }

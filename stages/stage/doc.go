@@ -20,7 +20,10 @@
 //	    pipeline down without blocking any goroutine. Only emit keeps draining
 //	    in after cancellation, because what reached it was received from a
 //	    client and must end in a sink or a drop counter.
-//	  - A connection's items are handled by one goroutine of each stage
-//	    (Sharded shards by connection), which keeps one client's results
-//	    in order without locks.
+//	  - A connection's items are handled by one goroutine of each stage,
+//	    which keeps one client's results in order without locks. A stage
+//	    of several goroutines is sharded by connection: its in is then a
+//	    Shards (one bounded channel per goroutine, which the stage upstream
+//	    sends each item to directly, and closes as it would close in), or,
+//	    when other stages share its in, Sharded routes from in to them.
 package stage

@@ -41,54 +41,117 @@ func Go(ctx context.Context, wg *sync.WaitGroup, name string, fn func(ctx contex
 	}()
 }
 
-// shardDepth is the capacity of each shard's channel.
+// shardDepth is the capacity of each shard's channel behind Sharded's
+// dispatcher.
 const shardDepth = 8
 
-// Sharded runs n workers of one stage. A dispatcher routes every item
-// to the worker chosen by its shard key, so all items of one connection are
-// handled by one worker in arrival order; that is how results from one
-// client keep their order through stages that run in parallel. done runs
-// once every worker has returned (stages close their outbound channel there).
+// Shards is the input of a stage whose goroutines each own a share of the
+// items, by key: one bounded channel per goroutine, which the stage
+// upstream sends to directly (Send). All items of one connection go to one
+// goroutine in the order they were sent, which keeps one client's results
+// in order through a stage that runs in parallel, with no dispatcher
+// goroutine between the stages: at a trickle every goroutine an item
+// passes through is woken for it, and a dispatcher was one wake-up more
+// per item.
+type Shards[T any] struct {
+	// C are the shards' channels, one per goroutine of the stage.
+	C   []chan T
+	key func(T) uint64
+}
+
+// NewShards returns n shards keyed by key, depth items deep in all: each
+// shard holds its share of depth, at least one.
+func NewShards[T any](n, depth int, key func(T) uint64) *Shards[T] {
+	n = max(n, 1)
+	s := &Shards[T]{C: make([]chan T, n), key: key}
+	for i := range s.C {
+		s.C[i] = make(chan T, max((depth+n-1)/n, 1))
+	}
+	return s
+}
+
+// Send delivers v to its shard (see the package's Send).
+func (s *Shards[T]) Send(ctx context.Context, v T) bool {
+	return Send(ctx, s.C[s.key(v)%uint64(len(s.C))], v)
+}
+
+// Close closes every shard: what closing a stage's input channel is.
+func (s *Shards[T]) Close() {
+	for _, ch := range s.C {
+		close(ch)
+	}
+}
+
+// Len is how many items wait in the shards, for a queue gauge.
+func (s *Shards[T]) Len() int {
+	n := 0
+	for _, ch := range s.C {
+		n += len(ch)
+	}
+	return n
+}
+
+// Full reports whether a shard is full: its sender would wait.
+func (s *Shards[T]) Full() bool {
+	for _, ch := range s.C {
+		if len(ch) == cap(ch) {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs the stage's workers, one per shard, each started with Go over
+// its shard's channel; done runs once every worker has returned (stages
+// close their outbound channel there).
+func (s *Shards[T]) Run(ctx context.Context, name string, worker func(ctx context.Context, id int, in <-chan T), done func()) {
+	runWorkers(ctx, name, len(s.C), func(i int) <-chan T { return s.C[i] }, worker, done)
+}
+
+// runWorkers runs n workers, worker i over the channel in(i), and done once
+// they have all returned.
+func runWorkers[T any](ctx context.Context, name string, n int, in func(i int) <-chan T, worker func(ctx context.Context, id int, in <-chan T), done func()) {
+	var wg sync.WaitGroup
+	for i := range n {
+		ch := in(i)
+		Go(ctx, &wg, name, func(ctx context.Context) { worker(ctx, i, ch) })
+	}
+	go func() {
+		wg.Wait()
+		done()
+	}()
+}
+
+// Sharded runs n workers of one stage whose input is one channel, which
+// other stages share (validation's, which every front end feeds). A
+// dispatcher routes every item to the worker chosen by its shard key, as
+// Shards does, so all items of one connection are handled by one worker
+// in arrival order. done runs once every worker has returned (stages
+// close their outbound channel there).
 func Sharded[T any](ctx context.Context, name string, in <-chan T, n, depth int, key func(T) uint64, worker func(ctx context.Context, id int, in <-chan T), done func()) {
 	if n <= 1 {
 		// One worker keeps arrival order by itself: no dispatcher, and one
 		// goroutine hand-off less per item.
-		var wg sync.WaitGroup
-		Go(ctx, &wg, name, func(ctx context.Context) { worker(ctx, 0, in) })
-		go func() {
-			wg.Wait()
-			done()
-		}()
+		runWorkers(ctx, name, 1, func(int) <-chan T { return in }, worker, done)
 		return
 	}
-	var wg sync.WaitGroup
-	shards := make([]chan T, n)
-	for i := range shards {
-		// The shards only smooth the hand-off from the dispatcher; the
-		// stage's real queue is in, so they stay short and add little to
-		// what is queued (and to a check's wait) under load.
-		shards[i] = make(chan T, min(depth, shardDepth))
-		id, ch := i, shards[i]
-		Go(ctx, &wg, name, func(ctx context.Context) { worker(ctx, id, ch) })
-	}
+	// The shards only smooth the hand-off from the dispatcher; the stage's
+	// real queue is in, so they stay short and add little to what is
+	// queued (and to a check's wait) under load.
+	shards := NewShards(n, n*min(depth, shardDepth), key)
 	var dispatch sync.WaitGroup
 	Go(ctx, &dispatch, name, func(ctx context.Context) {
-		defer func() {
-			for _, ch := range shards {
-				close(ch)
-			}
-		}()
+		defer shards.Close()
 		for v := range in {
-			if !Send(ctx, shards[key(v)%uint64(n)], v) {
+			if !shards.Send(ctx, v) {
 				return
 			}
 		}
 	})
-	go func() {
+	shards.Run(ctx, name, worker, func() {
 		dispatch.Wait()
-		wg.Wait()
 		done()
-	}()
+	})
 }
 
 // Env is what every stage is given besides its own settings: the counters
