@@ -21,7 +21,7 @@
 //     spoofing), each rule a file and a row.
 //   - stages/emit: the emit stage and the destinations it builds, each
 //     engine in a package beneath it.
-//   - stages/stage: the one shape of a stage (Go, Send, Sharded, Env).
+//   - stages/stage: the one shape of a stage (Go, Send, Shards, Sharded, Env).
 //   - stages/codec, stages/cipher, stages/counters, stages/diagnose,
 //     stages/rawsys: the wire format, the ciphers, the counters and
 //     metrics, the diagnosis of failing clients, raw system calls.
