@@ -126,14 +126,8 @@ func ReadArena(words []uint64, snap *Snapshot) bool {
 	if len(words) < ArenaWords || atomic.LoadUint64(&words[arenaLayout]) != Layout {
 		return false
 	}
-	cells := cellsAt(words)
-	cells.Latency.snapshotInto(&snap.Latency)
-	live, to := reflect.ValueOf(cells).Elem(), reflect.ValueOf(snap).Elem()
-	for _, r := range rows {
-		if r.shape == scalar {
-			r.load(live, to)
-		}
-	}
+	cellsAt(words).snapshotInto(snap)
+	to := reflect.ValueOf(snap).Elem()
 	entries := atomic.LoadUint64(&words[arenaEntries])
 	at := ArenaWords
 	for range entries {

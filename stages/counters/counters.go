@@ -93,6 +93,17 @@ type Cells struct {
 	Latency Latency
 }
 
+// snapshotInto copies the cells into snap: its scalars and latency.
+func (c *Cells) snapshotInto(snap *Snapshot) {
+	c.Latency.snapshotInto(&snap.Latency)
+	live, to := reflect.ValueOf(c).Elem(), reflect.ValueOf(snap).Elem()
+	for _, r := range rows {
+		if r.shape == scalar {
+			r.load(live, to)
+		}
+	}
+}
+
 // NewStats returns zeroed counters on the heap.
 func NewStats() *Stats { return NewStatsIn(nil) }
 
@@ -215,13 +226,8 @@ func (s *Stats) Snapshot() Snapshot {
 // most of what a report cost. Whatever snap held is replaced, but for
 // Queues, which are the Server's to fill.
 func (s *Stats) SnapshotInto(snap *Snapshot) {
-	s.Latency.snapshotInto(&snap.Latency)
-	live, to := reflect.ValueOf(s.Cells).Elem(), reflect.ValueOf(snap).Elem()
-	for _, r := range rows {
-		if r.shape == scalar {
-			r.load(live, to)
-		}
-	}
+	s.Cells.snapshotInto(snap)
+	to := reflect.ValueOf(snap).Elem()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range statsKeyed {
