@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/syslog"
+	"nsca_fast/stages/counters"
 	"os"
 	"os/exec"
 	"strconv"
@@ -29,6 +30,11 @@ const (
 	// (Board.Counters) laid out as it lays them out.
 	roleCounters = "counters="
 )
+
+// countersRole is the role flag by which a supervisor says it reads its
+// workers' counters laid out as this binary lays them out, and by which a
+// worker knows it was started by such a supervisor.
+func countersRole() string { return roleCounters + strconv.FormatUint(counters.Layout, 16) }
 
 // Detached reports whether this process is the detached daemon started by
 // Detach.

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nsca_fast/src/proc/board"
-	"nsca_fast/stages/counters"
 	"nsca_fast/stages/rawsys"
 )
 
@@ -136,7 +135,7 @@ func (e *ExecSpawner) Spawn(slot, gen, listener int) (Process, Link, error) {
 		glog.Warningf("supervisor: worker %d reports through its status pipe: %v", slot, err)
 	} else {
 		defer unix.Close(boardFD)
-		role += ":" + roleBoard + ":" + roleCounters + strconv.FormatUint(counters.Layout, 16)
+		role += ":" + roleBoard + ":" + countersRole()
 		files = append(files, uintptr(boardFD))
 	}
 	// Without the socket, the worker's sources are missing from /clients.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,7 +66,7 @@ func WorkerFromEnv() *Worker {
 		var err error
 		if w.board, err = board.Open(workerBoardFD); err != nil {
 			glog.Errorf("worker %d: %v: reporting counters through the status pipe", w.Slot, err)
-		} else if slices.Contains(flags, roleCounters+strconv.FormatUint(counters.Layout, 16)) {
+		} else if slices.Contains(flags, countersRole()) {
 			w.counters = counters.NewArena(w.board.Counters())
 		}
 	}
