@@ -78,9 +78,7 @@ func TestDESBitsliceAgainstStdlib(t *testing.T) {
 				for n := 1; n < 80; n++ {
 					sizes = append(sizes, n)
 				}
-				for _, n := range []int{255, 256, 257, 263, 264, 265, 511, 520, desbsChunk + 7, desbsChunk + 8, desbsChunk + 9, 2*desbsChunk + 8} {
-					sizes = append(sizes, n)
-				}
+				sizes = append(sizes, 255, 256, 257, 263, 264, 265, 511, 520, desbsChunk+7, desbsChunk+8, desbsChunk+9, 2*desbsChunk+8)
 				for trial := range 24 {
 					sizes = append(sizes, []int{smallPacket, bigPacket}[trial%2]*(1+r.IntN(4)))
 				}

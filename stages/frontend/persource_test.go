@@ -11,7 +11,8 @@ import (
 func TestSourceLimit(t *testing.T) {
 	l := NewSourceLimit(2)
 	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("::ffff:192.0.2.2")
-	if !l.Take(a, true) || !l.Take(a, true) || l.Take(a, true) {
+	first, second, third := l.Take(a, true), l.Take(a, true), l.Take(a, true)
+	if !first || !second || third {
 		t.Fatal("the third take of one address was let in, or one of the first two refused")
 	}
 	if !l.Take(b, true) || !l.Take(netip.MustParseAddr("192.0.2.2"), true) || l.Take(b, true) {

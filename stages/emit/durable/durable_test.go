@@ -118,7 +118,4 @@ func waitUntil(timeout time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-var (
-	item  = emittest.Item
-	items = emittest.Items
-)
+var item = emittest.Item

@@ -41,12 +41,12 @@ func generate(dir string) (map[string][]byte, error) {
 		last[i] = cs[i].only(want[i])
 		lcs[i], lastLcs[i] = mapLUT3(cs[i]).reordered(), mapLUT3(last[i]).reordered()
 		if lcs[i].eval() != cs[i].eval() || lastLcs[i].eval() != last[i].eval() {
-			return nil, fmt.Errorf("S%d: the lut mapping differs from the circuit", i+1)
+			return nil, fmt.Errorf("the lut mapping of S-box %d differs from the circuit", i+1)
 		}
 		full, l := cs[i].eval(), last[i].eval()
 		for k := range 4 {
 			if want[i][k] && full[k] != l[k] {
-				return nil, fmt.Errorf("S%d: the last round's circuit differs", i+1)
+				return nil, fmt.Errorf("the last round's circuit of S-box %d differs", i+1)
 			}
 		}
 	}
