@@ -46,14 +46,14 @@ mkfifo "$FIFO"
 # gofloor in MODE for "gofloor:MODE", or
 # floor_server for "floor".
 start() {
-	if [ "$1" = floor ]; then
+	local floor=()
+	case "$1" in
+	floor) floor=("$WORK/floor_server") ;;
+	gofloor:*) floor=(env GOMAXPROCS=1 "$WORK/gofloor" "${1#gofloor:}") ;;
+	esac
+	if [ ${#floor[@]} -gt 0 ]; then
 		DPORT="$(free_port)"
-		start_fifo_writer "$DPORT" "$WORK/daemon.log" "$WORK/floor_server" "$DPORT" "$FIFO"
-		return
-	fi
-	if [[ "$1" = gofloor:* ]]; then
-		DPORT="$(free_port)"
-		start_fifo_writer "$DPORT" "$WORK/daemon.log" env GOMAXPROCS=1 "$WORK/gofloor" "${1#gofloor:}" "$DPORT" "$FIFO"
+		start_fifo_writer "$DPORT" "$WORK/daemon.log" "${floor[@]}" "$DPORT" "$FIFO"
 		return
 	fi
 	local workers="$WORKERS"

@@ -188,8 +188,11 @@ func (s *server) acceptAll() {
 		}
 		fd := int(r)
 		rawWrite(fd, initPacket[:])
+		if s.poll(fd) != nil {
+			unix.Close(fd)
+			continue
+		}
 		s.got[fd] = 0
-		s.poll(fd)
 	}
 }
 
