@@ -11,8 +11,8 @@
 //
 //   - blocking: one thread blocked in epoll_wait(2), as floor_server.c.
 //   - poller: one goroutine parked in Go's network poller on an epoll set
-//     (the daemon's reader's way), every system call raw (the daemon's
-//     rawsys), the FIFO write as soon as a packet is read.
+//     (the daemon's reader's way), every system call made through the
+//     daemon's rawsys, the FIFO write as soon as a packet is read.
 //   - late: poller, with the FIFO writes of a wake-up made after its
 //     accepts and init packets, as when a hand-off defers them.
 //   - handoff: poller, with each packet passed through three goroutines
@@ -26,10 +26,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"nsca_fast/stages/rawsys"
 )
 
 const (
@@ -123,7 +124,7 @@ func startHandoff(fifo int) chan struct{} {
 	}
 	go func(in <-chan struct{}) {
 		for range in {
-			rawWrite(fifo, commandLine)
+			rawsys.Write(fifo, commandLine)
 		}
 	}(src)
 	return in
@@ -153,9 +154,9 @@ func (s *server) servePoller() {
 	}
 	n := 0
 	poll := func(fd uintptr) bool {
-		r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&s.events[0])), uintptr(len(s.events)), 0, 0, 0)
-		n = int(r)
-		return e == 0 && n > 0
+		var err error
+		n, err = rawsys.EpollPoll(int(fd), s.events)
+		return err == nil && n > 0
 	}
 	for {
 		if err := rc.Read(poll); err != nil {
@@ -175,21 +176,20 @@ func (s *server) round(n int) {
 		}
 	}
 	for ; s.pending > 0; s.pending-- {
-		rawWrite(s.fifo, commandLine)
+		rawsys.Write(s.fifo, commandLine)
 	}
 }
 
 func (s *server) acceptAll() {
 	var initPacket [initSize]byte
 	for {
-		r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(s.listener), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
-		if e != 0 {
+		fd, _, err := rawsys.Accept4(s.listener, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err != nil {
 			return
 		}
-		fd := int(r)
-		rawWrite(fd, initPacket[:])
+		rawsys.Write(fd, initPacket[:])
 		if s.poll(fd) != nil {
-			unix.Close(fd)
+			rawsys.Close(fd)
 			continue
 		}
 		s.got[fd] = 0
@@ -198,19 +198,19 @@ func (s *server) acceptAll() {
 
 func (s *server) readAll(fd int) {
 	for {
-		r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)))
+		r, err := rawsys.Read(fd, s.buf)
 		switch {
-		case e == 0 && r > 0:
-			got := s.got[fd] + int(r)
+		case err == nil && r > 0:
+			got := s.got[fd] + r
 			for ; got >= packetSize; got -= packetSize {
 				s.packet()
 			}
 			s.got[fd] = got
-		case e == syscall.EAGAIN:
+		case err == unix.EAGAIN:
 			return
 		default:
 			delete(s.got, fd)
-			unix.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
+			rawsys.Close(fd)
 			return
 		}
 	}
@@ -224,19 +224,11 @@ func (s *server) packet() {
 	case "handoff":
 		s.handoff <- struct{}{}
 	default:
-		rawWrite(s.fifo, commandLine)
+		rawsys.Write(s.fifo, commandLine)
 	}
 }
 
 func (s *server) poll(fd int) error {
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-	_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(s.epfd), unix.EPOLL_CTL_ADD, uintptr(fd), uintptr(unsafe.Pointer(&ev)), 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
-func rawWrite(fd int, b []byte) {
-	unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	return rawsys.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 }
