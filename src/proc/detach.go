@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/syslog"
-	"nsca_fast/stages/counters"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"nsca_fast/stages/counters"
 )
 
 // Environment variables by which a process learns its role from its parent.

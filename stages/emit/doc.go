@@ -2,10 +2,10 @@
 // and hands every batch to every destination, each with its own bounded
 // queue and goroutine (emit.go; the local destination alone has only its
 // goroutine, which batches off the stage's input), through a chain of
-// sinks where a result
-// goes to the first that takes it (chain.go). It also builds, from the
-// configuration, every destination with its fallbacks and durable queues
-// (destinations.go, queuedirs.go), the one place that knows every engine:
+// sinks where a result goes to the first that takes it (chain.go). It
+// also builds, from the configuration, every destination with its
+// fallbacks and durable queues (destinations.go, queuedirs.go), the one
+// place that knows every engine:
 // the local sinks of package sink, Icinga 2 (icinga2), Gearman (gearman),
 // the durable wrapper (durable); and it opens them for --replay (replay).
 //
