@@ -45,7 +45,8 @@
 # matches every line to the result sent. Each run is a fresh daemon; the
 # daemons of a workload take turns, BENCH_TABLE_REPS rounds (default 2, 1
 # in quick mode), and a cell keeps the run with the least CPU per result
-# (other load on the machine only ever adds). Runs last BENCH_TABLE_D
+# (other load on the machine only ever adds; each target also gives the
+# median and range of its rounds' own ratios). Runs last BENCH_TABLE_D
 # seconds (default 5, 2 in quick mode); BENCH_TABLE_ONLY="x20 ng-a ..."
 # runs only the rows with those ids (x20 x1 d3 x1s sat burst ng-a ng-b
 # nrdp1 nrdp100). The raw line of every run is

@@ -52,6 +52,25 @@ func TestBenchTable(t *testing.T) {
 	}
 }
 
+// A target's rounds pair the k-th run of one daemon with the k-th of the
+// other; the verdict stays on the best runs, which here come from
+// different rounds. (TestBenchTable's x20 has one floor run: no rounds.)
+func TestTargetRounds(t *testing.T) {
+	x20 := "x20: XOR, 20 checks/conn, 2,000/s"
+	var all []*Result
+	for _, round := range [][2]float64{{60, 50}, {90, 100}, {70, 40}} { // w0, w2
+		all = append(all,
+			&Result{Workload: x20, Daemon: tOurs, CPUUsPerCheck: round[0], Sent: 1, Delivered: 1},
+			&Result{Workload: x20, Daemon: tOursW2, CPUUsPerCheck: round[1], Sent: 1, Delivered: 1})
+	}
+	var b bytes.Buffer
+	printTable(&b, all, nil)
+	want := "| ours w2 <= 1.15x ours w0, XOR 20/conn paced | w2 40.0 µs, w0 60.0 µs: 0.67x; rounds: median 0.83x (0.57-1.11x, 3 rounds) | met    |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("missing %q in\n%s", want, b.String())
+	}
+}
+
 // Lines without ids get latencies by order: the k-th line read for the
 // k-th check sent.
 func TestLatencyByOrder(t *testing.T) {
