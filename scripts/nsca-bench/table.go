@@ -228,9 +228,9 @@ func (t *benchTable) targets() []string {
 // or "" with fewer than two rounds. The verdict stays on the best runs;
 // the rounds say how far the machine's noise moved the ratio.
 func (t *benchTable) byRound(id, a, b string) string {
-	var as, bs []float64
+	var as, bs []float64 // every run, failed ones too, so that rounds stay paired
 	for _, r := range t.all {
-		if workloadID(r) != id || r.CPUUsPerCheck <= 0 {
+		if workloadID(r) != id {
 			continue
 		}
 		switch r.Daemon {
@@ -240,13 +240,15 @@ func (t *benchTable) byRound(id, a, b string) string {
 			bs = append(bs, r.CPUUsPerCheck)
 		}
 	}
-	n := min(len(as), len(bs))
+	var ratios []float64
+	for i := range min(len(as), len(bs)) {
+		if as[i] > 0 && bs[i] > 0 {
+			ratios = append(ratios, as[i]/bs[i])
+		}
+	}
+	n := len(ratios)
 	if n < 2 {
 		return ""
-	}
-	ratios := make([]float64, n)
-	for i := range ratios {
-		ratios[i] = as[i] / bs[i]
 	}
 	slices.Sort(ratios)
 	median := ratios[n/2]
