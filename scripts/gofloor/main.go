@@ -10,9 +10,10 @@
 // MODE is how it waits and where the FIFO write happens:
 //
 //   - blocking: one thread blocked in epoll_wait(2), as floor_server.c.
-//   - poller: one goroutine parked in Go's network poller on an epoll set
-//     (the daemon's reader's way), every system call made through the
-//     daemon's rawsys, the FIFO write as soon as a packet is read.
+//   - poller: one goroutine parked in Go's network poller on the daemon's
+//     own epoll set (frontend.EpollSet, the reader's way), every system
+//     call made through the daemon's rawsys, the FIFO write as soon as a
+//     packet is read.
 //   - late: poller, with the FIFO writes of a wake-up made after its
 //     accepts and init packets, as when a hand-off defers them.
 //   - handoff: poller, with each packet passed through three goroutines
@@ -26,10 +27,12 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"nsca_fast/stages/frontend"
 	"nsca_fast/stages/rawsys"
 )
 
@@ -45,7 +48,7 @@ var commandLine = []byte("[0] PROCESS_SERVICE_CHECK_RESULT;h;s;0;floor\n")
 type server struct {
 	mode     string
 	listener int
-	epfd     int
+	ep       *frontend.EpollSet
 	fifo     int
 	got      map[int]int
 	buf      []byte
@@ -96,10 +99,10 @@ func newServer(mode, port, fifoPath string) (*server, error) {
 	if err = unix.Listen(s.listener, 4096); err != nil {
 		return nil, err
 	}
-	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+	if s.ep, err = frontend.NewEpollSet(); err != nil {
 		return nil, err
 	}
-	if err = s.poll(s.listener); err != nil {
+	if err = s.ep.Add(s.listener); err != nil {
 		return nil, err
 	}
 	if mode == "handoff" {
@@ -134,7 +137,7 @@ func startHandoff(fifo int) chan struct{} {
 // at one P, the runtime) while it waits.
 func (s *server) serveBlocking() {
 	for {
-		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(s.epfd), uintptr(unsafe.Pointer(&s.events[0])), uintptr(len(s.events)), 200, 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(s.ep.FD()), uintptr(unsafe.Pointer(&s.events[0])), uintptr(len(s.events)), 200, 0, 0)
 		if e != 0 {
 			n = 0
 		}
@@ -143,23 +146,11 @@ func (s *server) serveBlocking() {
 }
 
 // servePoller parks in Go's poller until the epoll set is readable, then
-// polls it without waiting.
+// polls it without waiting, as the daemon's reader does.
 func (s *server) servePoller() {
-	if err := unix.SetNonblock(s.epfd, true); err != nil {
-		panic(err)
-	}
-	rc, err := os.NewFile(uintptr(s.epfd), "epoll").SyscallConn()
-	if err != nil {
-		panic(err)
-	}
-	n := 0
-	poll := func(fd uintptr) bool {
-		var err error
-		n, err = rawsys.EpollPoll(int(fd), s.events)
-		return err == nil && n > 0
-	}
 	for {
-		if err := rc.Read(poll); err != nil {
+		n, err := s.ep.Wait(s.events, time.Hour)
+		if err != nil {
 			panic(err)
 		}
 		s.round(n)
@@ -188,7 +179,7 @@ func (s *server) acceptAll() {
 			return
 		}
 		rawsys.Write(fd, initPacket[:])
-		if s.poll(fd) != nil {
+		if s.ep.Add(fd) != nil {
 			rawsys.Close(fd)
 			continue
 		}
@@ -226,9 +217,4 @@ func (s *server) packet() {
 	default:
 		rawsys.Write(s.fifo, commandLine)
 	}
-}
-
-func (s *server) poll(fd int) error {
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-	return rawsys.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 }
